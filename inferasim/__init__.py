@@ -1,0 +1,51 @@
+"""inferasim: what does prefix KV-cache reuse do to LLM serving?
+
+Three parts, one data flow:
+
+* :class:`Workload` (``inferasim.workload``): traffic as one pandas-backed
+  table, from synthetic generators, CSV/JSON length files or Mooncake traces;
+* ``inferasim.reuse``: the prefix-reuse structure of a workload (hit rate
+  against cache capacity, popularity, reuse distance, sessions);
+* :class:`Simulator` (``inferasim.sim``): a discrete-event simulator of a
+  fleet of serving replicas with a prefix KV cache each, returning
+  per-request frames.
+
+Examples
+--------
+>>> import inferasim as ism
+>>> wl = ism.Workload.from_synthetic(200, rate=10.0, input_len=2048, output_len=64,
+...                                  num_prefixes=8, prefix_len=1024, seed=0)
+>>> len(wl)
+200
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import Any
+
+from inferasim.errors import TraceNotFoundError, WorkloadError
+from inferasim.workload import Workload
+
+__version__ = "0.1.0"
+
+# Heavier parts load on first use so `import inferasim` stays quick.
+_LAZY = {
+    "Simulator": "inferasim.sim",
+    "SimResult": "inferasim.sim",
+    "LinearCostModel": "inferasim.sim",
+    "RooflineCostModel": "inferasim.sim",
+}
+
+__all__ = [
+    "Workload",
+    "WorkloadError",
+    "TraceNotFoundError",
+    *_LAZY,
+]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'inferasim' has no attribute {name!r}")
