@@ -1,0 +1,157 @@
+"""Step-time cost models: how long one engine step takes.
+
+A cost model is any object with two methods:
+
+``step_time_ms(prefill_tokens, prefill_attention, decode_seqs, decode_context)``
+    The duration (ms) of one engine step that computes ``prefill_tokens``
+    new prompt tokens (cached tokens excluded), whose attention covers
+    ``prefill_attention`` query-key pairs (for a chunk of ``c`` tokens after
+    ``p`` tokens of context: ``c * p + c * (c + 1) / 2``, the quadratic
+    term), plus one decode token for each of ``decode_seqs`` sequences whose
+    contexts add up to ``decode_context`` tokens. Arguments may be numpy
+    arrays (broadcast together): the simulator prices a whole stretch of
+    decode steps in one call, so the method must be elementwise.
+
+``kv_capacity_blocks(block_size)``
+    KV-cache blocks one replica holds, or ``None`` when the model does not
+    know its memory (then the simulator needs ``kv_blocks=``).
+
+:class:`LinearCostModel` is the calibration model: user coefficients, e.g.
+fitted to measured step times. The roofline model built from model and GPU
+presets lives in :mod:`inferasim.sim.roofline`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+
+__all__ = ["CostModel", "LinearCostModel", "prefill_attention_pairs"]
+
+ArrayLike = float | np.ndarray
+
+
+@runtime_checkable
+class CostModel(Protocol):
+    """The interface the simulator needs from a cost model."""
+
+    def step_time_ms(
+        self,
+        prefill_tokens: ArrayLike,
+        prefill_attention: ArrayLike,
+        decode_seqs: ArrayLike,
+        decode_context: ArrayLike,
+    ) -> ArrayLike:
+        """Duration of one step in ms (elementwise over array arguments)."""
+        ...
+
+    def kv_capacity_blocks(self, block_size: int) -> int | None:
+        """KV blocks per replica, or None if unknown."""
+        ...
+
+
+def prefill_attention_pairs(chunk_tokens: ArrayLike, context_before: ArrayLike) -> ArrayLike:
+    """Query-key pairs of causal attention for a prefill chunk.
+
+    A chunk of ``c`` new tokens after ``p`` tokens already in the KV cache
+    attends to ``c * p + c * (c + 1) / 2`` pairs.
+
+    Examples
+    --------
+    >>> prefill_attention_pairs(4, 0)
+    10.0
+    >>> prefill_attention_pairs(2, 3)
+    9.0
+    """
+    c = np.asarray(chunk_tokens, dtype=np.float64)
+    p = np.asarray(context_before, dtype=np.float64)
+    out = c * p + c * (c + 1.0) / 2.0
+    return float(out) if out.ndim == 0 else out
+
+
+@dataclass(frozen=True)
+class LinearCostModel:
+    """Step time as a linear function of the batch: the calibration model.
+
+    ``t = overhead_ms + prefill_token_ms * prefill_tokens
+    + prefill_attention_ms * prefill_attention + decode_seq_ms * decode_seqs
+    + decode_context_ms * decode_context``
+
+    Parameters
+    ----------
+    overhead_ms : float, default 5.0
+        Fixed cost of every step (scheduling, kernel launches, sampling).
+    prefill_token_ms : float, default 0.05
+        Per new prompt token (the linear, weight-bound part of prefill).
+    prefill_attention_ms : float, default 0.0
+        Per query-key pair of prefill attention (the quadratic part).
+    decode_seq_ms : float, default 0.1
+        Per decoding sequence in the batch.
+    decode_context_ms : float, default 0.0
+        Per context token read by decode attention.
+    kv_blocks : int, optional
+        KV blocks per replica, if this model should state it.
+
+    Examples
+    --------
+    >>> m = LinearCostModel(overhead_ms=1.0, prefill_token_ms=0.01, decode_seq_ms=0.5)
+    >>> m.step_time_ms(100, 0, 2, 0)
+    3.0
+    >>> m.step_time_ms(0, 0, np.array([1, 2]), 0)
+    array([1.5, 2. ])
+    """
+
+    overhead_ms: float = 5.0
+    prefill_token_ms: float = 0.05
+    prefill_attention_ms: float = 0.0
+    decode_seq_ms: float = 0.1
+    decode_context_ms: float = 0.0
+    kv_blocks: int | None = None
+
+    def __post_init__(self) -> None:
+        for name in (
+            "overhead_ms",
+            "prefill_token_ms",
+            "prefill_attention_ms",
+            "decode_seq_ms",
+            "decode_context_ms",
+        ):
+            value = getattr(self, name)
+            if not np.isfinite(value) or value < 0:
+                raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
+        if self.overhead_ms == 0 and self.decode_seq_ms == 0 and self.prefill_token_ms == 0:
+            raise ValueError("a cost model whose steps can take no time would never advance")
+
+    def step_time_ms(
+        self,
+        prefill_tokens: ArrayLike,
+        prefill_attention: ArrayLike,
+        decode_seqs: ArrayLike,
+        decode_context: ArrayLike,
+    ) -> ArrayLike:
+        """Duration of one step in ms; see the class docstring.
+
+        Examples
+        --------
+        >>> LinearCostModel(overhead_ms=2.0, decode_context_ms=0.001).step_time_ms(0, 0, 1, 1000)
+        3.1
+        """
+        return (
+            self.overhead_ms
+            + self.prefill_token_ms * prefill_tokens
+            + self.prefill_attention_ms * prefill_attention
+            + self.decode_seq_ms * decode_seqs
+            + self.decode_context_ms * decode_context
+        )
+
+    def kv_capacity_blocks(self, block_size: int) -> int | None:
+        """The ``kv_blocks`` given at construction (None if not given).
+
+        Examples
+        --------
+        >>> LinearCostModel(kv_blocks=100).kv_capacity_blocks(16)
+        100
+        """
+        return self.kv_blocks
