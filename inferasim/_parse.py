@@ -1,0 +1,207 @@
+"""Reading raw sources and validating their columns, shared by the file readers.
+
+Every check is vectorised over a whole column and only falls back to Python
+to find the first bad row, so the error names the source, the 1-based line
+(or record) and the field.
+"""
+
+from __future__ import annotations
+
+import gzip
+import warnings
+from os import PathLike, fspath
+from typing import IO, Any
+
+import numpy as np
+import orjson
+
+from inferasim.errors import WorkloadError
+
+__all__ = [
+    "read_bytes",
+    "parse_json_records",
+    "number_column",
+    "length_column",
+    "sort_by_arrival",
+]
+
+
+def read_bytes(path_or_buffer: str | PathLike[str] | IO[Any]) -> tuple[bytes, str]:
+    """Read a file, path or buffer into bytes, un-gzipping if needed.
+
+    Returns the bytes and a name for error messages.
+
+    Examples
+    --------
+    >>> import io
+    >>> read_bytes(io.StringIO("abc"))
+    (b'abc', '<buffer>')
+    """
+    if hasattr(path_or_buffer, "read"):
+        data = path_or_buffer.read()  # type: ignore[union-attr]
+        name = str(getattr(path_or_buffer, "name", "<buffer>"))
+    else:
+        name = fspath(path_or_buffer)  # type: ignore[arg-type]
+        try:
+            with open(name, "rb") as fh:
+                data = fh.read()
+        except FileNotFoundError:
+            raise FileNotFoundError(f"no such workload file: {name}") from None
+    if isinstance(data, str):
+        data = data.encode()
+    if data[:2] == b"\x1f\x8b":
+        try:
+            data = gzip.decompress(data)
+        except (OSError, EOFError) as exc:
+            raise WorkloadError(f"corrupt gzip data: {exc}", source=name) from None
+    if not data.strip():
+        raise WorkloadError("empty file: no requests", source=name)
+    return data, name
+
+
+def parse_json_records(data: bytes, source: str) -> tuple[list[Any], np.ndarray, str]:
+    """Parse a JSON array or JSON lines into a list of objects.
+
+    Returns the records, their 1-based line (JSON lines) or record number
+    (JSON array), and the unit word (``"line"`` or ``"record"``). Blank
+    lines are skipped; line numbers still count them.
+
+    Examples
+    --------
+    >>> recs, lines, unit = parse_json_records(b'{"a": 1}\\n\\n{"a": 2}\\n', "t")
+    >>> recs, lines.tolist(), unit
+    ([{'a': 1}, {'a': 2}], [1, 3], 'line')
+    """
+    stripped = data.lstrip()
+    if stripped[:1] == b"[":
+        try:
+            records = orjson.loads(data)
+        except orjson.JSONDecodeError as exc:
+            line = data[: exc.pos].count(b"\n") + 1 if exc.pos is not None else None
+            raise WorkloadError(f"malformed JSON: {exc.msg}", source=source, line=line) from None
+        if not isinstance(records, list):
+            raise WorkloadError("expected a JSON array of objects", source=source)
+        lines = np.arange(1, len(records) + 1, dtype=np.int64)
+        unit = "record"
+    else:
+        raw = data.rstrip().split(b"\n")
+        try:  # fast path: one parse of the whole file
+            records = orjson.loads(b"[" + b",".join(raw) + b"]")
+            lines = np.arange(1, len(records) + 1, dtype=np.int64)
+        except orjson.JSONDecodeError:
+            records, numbers = [], []
+            for number, text in enumerate(raw, start=1):
+                if not text.strip():
+                    continue
+                try:
+                    records.append(orjson.loads(text))
+                except orjson.JSONDecodeError as exc:
+                    raise WorkloadError(
+                        f"malformed JSON: {exc.msg}: {text[:80]!r}", source=source, line=number
+                    ) from None
+                numbers.append(number)
+            lines = np.asarray(numbers, dtype=np.int64)
+        unit = "line"
+    if not records:
+        raise WorkloadError("no requests in file", source=source)
+    for i, rec in enumerate(records):
+        if not isinstance(rec, dict):
+            raise WorkloadError(
+                f"expected a JSON object, got {type(rec).__name__}",
+                source=source,
+                line=int(lines[i]),
+                unit=unit,
+            )
+    return records, lines, unit
+
+
+def _first_bad(values: list[Any], ok: np.ndarray) -> int:
+    return int(np.flatnonzero(~ok)[0])
+
+
+def number_column(
+    values: list[Any], field: str, lines: np.ndarray, source: str, unit: str
+) -> np.ndarray:
+    """Validate a column of JSON/CSV numbers into ``float64``: finite, not bool.
+
+    Examples
+    --------
+    >>> number_column([0, 1.5], "timestamp", np.array([1, 2]), "t", "line")
+    array([0. , 1.5])
+    >>> number_column([0, "x"], "timestamp", np.array([1, 2]), "t", "line")
+    Traceback (most recent call last):
+    ...
+    inferasim.errors.WorkloadError: t, line 2, field 'timestamp': not a number: 'x'
+    """
+    types = set(map(type, values))
+    if not types <= {int, float}:
+        ok = np.fromiter((type(v) in (int, float) for v in values), dtype=bool, count=len(values))
+        i = _first_bad(values, ok)
+        what = "missing value" if values[i] in (None, "") else f"not a number: {values[i]!r}"
+        raise WorkloadError(what, source=source, line=int(lines[i]), field=field, unit=unit)
+    try:
+        arr = np.asarray(values, dtype=np.float64)
+    except OverflowError:
+        ok = np.fromiter((abs(v) < 2**63 for v in values), dtype=bool, count=len(values))
+        i = _first_bad(values, ok)
+        raise WorkloadError(
+            f"number out of range: {values[i]!r}", source=source, line=int(lines[i]), field=field, unit=unit
+        ) from None
+    finite = np.isfinite(arr)
+    if not finite.all():
+        i = _first_bad(values, finite)
+        raise WorkloadError(
+            f"not a finite number: {values[i]!r}", source=source, line=int(lines[i]), field=field, unit=unit
+        )
+    return arr
+
+
+def length_column(
+    values: list[Any], field: str, lines: np.ndarray, source: str, unit: str
+) -> np.ndarray:
+    """Validate a column of token lengths into ``int64``: whole numbers >= 0.
+
+    Examples
+    --------
+    >>> length_column([3, 4.0], "input_length", np.array([1, 2]), "t", "line")
+    array([3, 4])
+    >>> length_column([3, -1], "input_length", np.array([1, 2]), "t", "line")
+    Traceback (most recent call last):
+    ...
+    inferasim.errors.WorkloadError: t, line 2, field 'input_length': must be >= 0, got -1
+    """
+    arr = number_column(values, field, lines, source, unit)
+    whole = arr == np.floor(arr)
+    if not whole.all():
+        i = _first_bad(values, whole)
+        raise WorkloadError(
+            f"must be a whole number of tokens, got {values[i]!r}",
+            source=source, line=int(lines[i]), field=field, unit=unit,
+        )
+    nonneg = arr >= 0
+    if not nonneg.all():
+        i = _first_bad(values, nonneg)
+        raise WorkloadError(
+            f"must be >= 0, got {values[i]!r}", source=source, line=int(lines[i]), field=field, unit=unit
+        )
+    return arr.astype(np.int64)
+
+
+def sort_by_arrival(arrival: np.ndarray, source: str) -> np.ndarray | None:
+    """The stable order that sorts ``arrival``, or None when already sorted (warns if not).
+
+    Examples
+    --------
+    >>> sort_by_arrival(np.array([0.0, 1.0]), "t") is None
+    True
+    """
+    if arrival.size < 2 or bool(np.all(arrival[1:] >= arrival[:-1])):
+        return None
+    warnings.warn(
+        f"{source}: arrivals are not in time order; sorted them (stable), "
+        "the 'line' column keeps each request's source line",
+        UserWarning,
+        stacklevel=4,
+    )
+    return np.argsort(arrival, kind="stable")
+

@@ -1,0 +1,77 @@
+"""The ``inferasim`` command: ``describe``, ``simulate`` and ``figures``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from importlib import import_module
+
+from inferasim.errors import TraceNotFoundError, WorkloadError
+from inferasim.loaders import add_workload_arguments, workload_from_args
+
+__all__ = ["main"]
+
+# Subcommands implemented elsewhere: module with add_arguments(parser) and run(args).
+_EXTERNAL = {
+    "simulate": ("inferasim.sim.command", "simulate a fleet of replicas and print the summary"),
+    "figures": ("inferasim.figures", "regenerate every figure of the notebooks (PDF and PNG)"),
+}
+
+
+def _describe(args: argparse.Namespace) -> int:
+    wl = workload_from_args(args)
+    summary = wl.describe()
+    print(wl._header())
+    print(summary.to_string())
+    if not wl.has_hash_ids:
+        print("\nno hash ids in this source: it carries no prefix-reuse information")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of the ``inferasim`` command.
+
+    Examples
+    --------
+    >>> build_parser().parse_args(["describe", "conversation"]).source
+    'conversation'
+    """
+    parser = argparse.ArgumentParser(
+        prog="inferasim", description="What does prefix KV-cache reuse do to LLM serving?"
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    describe = sub.add_parser("describe", help="print a workload's summary table")
+    add_workload_arguments(describe)
+    describe.set_defaults(func=_describe)
+    for name, (module, help_text) in _EXTERNAL.items():
+        try:
+            mod = import_module(module)
+        except ImportError:
+            continue
+        p = sub.add_parser(name, help=help_text)
+        mod.add_arguments(p)
+        p.set_defaults(func=mod.run)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the exit status.
+
+    Examples
+    --------
+    >>> main(["describe", "--num-requests", "20"])  # doctest: +ELLIPSIS
+    Workload from synthetic: 20 requests, block_size=512
+    requests ...
+    0
+    """
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except (WorkloadError, TraceNotFoundError, FileNotFoundError) as exc:
+        print(f"inferasim: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

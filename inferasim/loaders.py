@@ -1,0 +1,147 @@
+"""Open any workload source by name: a FAST'25 trace name, a file, or the default synthetic mix.
+
+Shared by the command-line interface and by notebooks that take a source as
+a parameter.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from inferasim._parse import read_bytes
+from inferasim.workload import Workload
+
+__all__ = ["DEFAULT_SYNTHETIC", "load_workload", "add_workload_arguments", "workload_from_args"]
+
+#: The embedded default workload: a seeded synthetic mix with a 16-prefix Zipf
+#: pool (system prompts shared by many requests), so every command works offline.
+DEFAULT_SYNTHETIC: dict[str, Any] = {
+    "num_requests": 2000,
+    "rate": 8.0,
+    "arrival": "gamma",
+    "burstiness": 0.5,
+    "input_len": 2048,
+    "output_len": 128,
+    "range_ratio": 0.5,
+    "num_prefixes": 16,
+    "prefix_len": 4096,
+    "prefix_zipf": 1.0,
+    "seed": 0,
+}
+
+
+def _looks_like_mooncake(path: Path) -> bool:
+    data, _ = read_bytes(path)
+    head = data.lstrip()
+    if head[:1] == b"[":
+        first = orjson.loads(data)[0] if data.strip() != b"[]" else {}
+    else:
+        try:
+            first = orjson.loads(head.split(b"\n", 1)[0])
+        except orjson.JSONDecodeError:
+            return False
+    if not isinstance(first, dict):
+        return False
+    keys = {str(k).lower() for k in first}
+    return bool(keys & {"hash_ids", "block_hashes", "blocks"})
+
+
+def load_workload(source: str | Path | None = None, **synthetic: Any) -> Workload:
+    """Open a workload from a trace name, a file path, or the default synthetic mix.
+
+    Parameters
+    ----------
+    source : str or path, optional
+        ``"conversation"``, ``"synthetic"`` or ``"toolagent"`` (FAST'25
+        traces, see :mod:`inferasim.traces`); a ``.csv`` file
+        (:meth:`Workload.from_csv`); a JSON/JSON-lines file, read as a
+        Mooncake trace when its records carry hash ids and as a length file
+        otherwise. ``None`` gives the synthetic workload
+        :data:`DEFAULT_SYNTHETIC` updated with ``synthetic``.
+    **synthetic
+        Overrides of :data:`DEFAULT_SYNTHETIC` (only with ``source=None``).
+
+    Returns
+    -------
+    Workload
+
+    Examples
+    --------
+    >>> len(load_workload(num_requests=50))
+    50
+    """
+    if source is None:
+        return Workload.from_synthetic(**{**DEFAULT_SYNTHETIC, **synthetic})
+    if synthetic:
+        raise ValueError("synthetic options apply only when no source is given")
+    from inferasim.traces import TRACES
+
+    path = Path(source)
+    if not path.exists() and str(source) in TRACES:
+        return Workload.from_mooncake(str(source))
+    if not path.exists():
+        raise FileNotFoundError(
+            f"no such workload file or trace name: {source!r} (trace names: {sorted(TRACES)})"
+        )
+    suffixes = [s.lower() for s in path.suffixes]
+    if ".csv" in suffixes:
+        return Workload.from_csv(path)
+    if _looks_like_mooncake(path):
+        return Workload.from_mooncake(path)
+    return Workload.from_csv(path)
+
+
+def add_workload_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add the workload-source options shared by the subcommands.
+
+    Examples
+    --------
+    >>> p = argparse.ArgumentParser()
+    >>> add_workload_arguments(p)
+    >>> p.parse_args(["--trace", "conversation"]).trace
+    'conversation'
+    """
+    parser.add_argument(
+        "source",
+        nargs="?",
+        help="trace name (conversation, synthetic, toolagent) or a CSV/JSON/JSONL file; "
+        "default: the embedded synthetic workload",
+    )
+    parser.add_argument("--trace", help="same as SOURCE")
+    group = parser.add_argument_group("synthetic workload (when no source is given)")
+    for name, value in DEFAULT_SYNTHETIC.items():
+        flag = "--" + name.replace("_", "-")
+        if name == "arrival":
+            group.add_argument(flag, default=value, choices=("poisson", "deterministic", "gamma"))
+        else:
+            group.add_argument(flag, type=type(value), default=value, metavar=type(value).__name__.upper())
+    parser.add_argument(
+        "--time-scale",
+        type=float,
+        default=1.0,
+        help="multiply arrival times by this factor (<1 compresses: more load)",
+    )
+
+
+def workload_from_args(args: argparse.Namespace) -> Workload:
+    """Build the workload the parsed options describe.
+
+    Examples
+    --------
+    >>> p = argparse.ArgumentParser()
+    >>> add_workload_arguments(p)
+    >>> len(workload_from_args(p.parse_args(["--num-requests", "10"])))
+    10
+    """
+    source = args.trace or args.source
+    if source is None:
+        wl = load_workload(**{name: getattr(args, name) for name in DEFAULT_SYNTHETIC})
+    else:
+        wl = load_workload(source)
+    if args.time_scale != 1.0:
+        wl = wl.scale_time(args.time_scale)
+    return wl

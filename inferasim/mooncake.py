@@ -1,0 +1,253 @@
+"""Mooncake traces: JSON lines (or a JSON array) of requests with block hash ids.
+
+Each record is ``{"timestamp": ms, "input_length": n, "output_length": m,
+"hash_ids": [...]}``; each hash id names one ``block_size``-token prefix
+block and everything before it. Field names are case-insensitive, with the
+aliases ``arrival``/``time`` for ``timestamp`` and ``block_hashes``/
+``blocks`` for ``hash_ids`` (and ``input_len``/``isl``,
+``output_len``/``osl`` for the lengths). Files may be gzip-compressed.
+"""
+
+from __future__ import annotations
+
+import warnings
+from itertools import chain
+from os import PathLike, fspath
+from pathlib import Path
+from typing import IO, Any
+
+import numpy as np
+import orjson
+import pandas as pd
+
+from inferasim._parse import (
+    length_column,
+    number_column,
+    parse_json_records,
+    read_bytes,
+    sort_by_arrival,
+)
+from inferasim.errors import WorkloadError
+from inferasim.workload import Workload
+
+__all__ = ["read_mooncake", "write_mooncake"]
+
+_FIELDS = {
+    "timestamp": ("timestamp", "arrival", "time", "arrival_ms"),
+    "input_length": ("input_length", "input_len", "isl"),
+    "output_length": ("output_length", "output_len", "osl"),
+    "hash_ids": ("hash_ids", "block_hashes", "blocks"),
+}
+_ALIAS = {alias: canon for canon, aliases in _FIELDS.items() for alias in aliases}
+
+
+def _columns_fast(records: list[dict[str, Any]]) -> dict[str, list[Any]] | None:
+    """Columns by exact canonical keys, or None when any record differs."""
+    try:
+        return {key: [r[key] for r in records] for key in _FIELDS}
+    except KeyError:
+        return None
+
+
+def _columns_slow(
+    records: list[dict[str, Any]], lines: np.ndarray, source: str, unit: str
+) -> dict[str, list[Any]]:
+    """Columns with case-insensitive keys and aliases; names the first missing field."""
+    cols: dict[str, list[Any]] = {key: [] for key in _FIELDS}
+    for i, rec in enumerate(records):
+        found: dict[str, Any] = {}
+        for key, value in rec.items():
+            canon = _ALIAS.get(str(key).lower())
+            if canon is not None and canon not in found:
+                found[canon] = value
+        for canon in _FIELDS:
+            if canon not in found:
+                names = "/".join(_FIELDS[canon])
+                raise WorkloadError(
+                    f"missing required field (accepted names: {names})",
+                    source=source,
+                    line=int(lines[i]),
+                    field=canon,
+                    unit=unit,
+                )
+            cols[canon].append(found[canon])
+    return cols
+
+
+def _hash_id_arrays(
+    hids: list[Any], lines: np.ndarray, source: str, unit: str
+) -> tuple[np.ndarray, np.ndarray]:
+    if not all(type(h) is list for h in hids):
+        i = next(i for i, h in enumerate(hids) if type(h) is not list)
+        raise WorkloadError(
+            f"must be a list of integers, got {hids[i]!r:.60}",
+            source=source, line=int(lines[i]), field="hash_ids", unit=unit,
+        )
+    lengths = np.fromiter(map(len, hids), dtype=np.int64, count=len(hids))
+    flat = list(chain.from_iterable(hids))
+    if set(map(type, flat)) - {int}:
+        for i, h in enumerate(hids):
+            bad = [v for v in h if type(v) is not int]
+            if bad:
+                raise WorkloadError(
+                    f"must be a list of integers, found {bad[0]!r}",
+                    source=source, line=int(lines[i]), field="hash_ids", unit=unit,
+                )
+    try:
+        ids = np.array(flat, dtype=np.int64)
+    except OverflowError:
+        for i, h in enumerate(hids):
+            if any(not -(2**63) <= v < 2**63 for v in h):
+                raise WorkloadError(
+                    "hash id outside the 64-bit integer range",
+                    source=source, line=int(lines[i]), field="hash_ids", unit=unit,
+                ) from None
+        raise
+    return ids, np.concatenate(([0], np.cumsum(lengths)))
+
+
+def read_mooncake(
+    path_or_name: str | PathLike[str] | IO[Any], *, block_size: int = 512
+) -> Workload:
+    """Read a Mooncake trace into a :class:`~inferasim.Workload`.
+
+    Parameters
+    ----------
+    path_or_name : str, path or file-like
+        A JSON-lines or JSON-array file (optionally gzip-compressed), an
+        open file or buffer, or the name of a FAST'25 trace
+        (``"conversation"``, ``"synthetic"``, ``"toolagent"``), found or
+        fetched by :func:`inferasim.traces.find_trace`.
+    block_size : int, default 512
+        Tokens per hash id (512 in the FAST'25 traces).
+
+    Returns
+    -------
+    Workload
+        Arrivals replay the trace's own timestamps, shifted so the first
+        request arrives at 0 ms. The ``line`` column keeps each request's
+        1-based source line (record number for a JSON array).
+
+    Raises
+    ------
+    WorkloadError
+        On malformed JSON, a missing field, a non-numeric, negative or
+        fractional length, a non-finite timestamp, ``hash_ids`` that is not a
+        list of integers, or an empty file; the message names the file, the
+        line and the field.
+
+    Warns
+    -----
+    UserWarning
+        When timestamps are out of order (sorted stably) or some lines'
+        id count is not ``ceil(input_length / block_size)`` (kept as is and
+        counted by ``describe()``).
+
+    Examples
+    --------
+    >>> import io
+    >>> text = ('{"timestamp": 5, "input_length": 1024, "output_length": 2, "hash_ids": [0, 1]}\\n'
+    ...         '{"timestamp": 9, "input_length": 700, "output_length": 4, "hash_ids": [0, 2]}\\n')
+    >>> wl = read_mooncake(io.StringIO(text))
+    >>> wl.frame
+                arrival_ms  input_len  output_len  line
+    request_id
+    0                  0.0       1024           2     1
+    1                  4.0        700           4     2
+    >>> wl.hash_ids
+    array([0, 1, 0, 2])
+    """
+    if isinstance(path_or_name, str) and not Path(path_or_name).exists():
+        from inferasim.traces import TRACES, find_trace
+
+        if path_or_name in TRACES:
+            path_or_name = find_trace(path_or_name)
+    data, source = read_bytes(path_or_name)
+    records, lines, unit = parse_json_records(data, source)
+    cols = _columns_fast(records) or _columns_slow(records, lines, source, unit)
+    timestamps = number_column(cols["timestamp"], "timestamp", lines, source, unit)
+    input_len = length_column(cols["input_length"], "input_length", lines, source, unit)
+    output_len = length_column(cols["output_length"], "output_length", lines, source, unit)
+    ids, offsets = _hash_id_arrays(cols["hash_ids"], lines, source, unit)
+    frame = pd.DataFrame(
+        {
+            "arrival_ms": timestamps - timestamps.min(),
+            "input_len": input_len,
+            "output_len": output_len,
+            "line": lines,
+        }
+    )
+    wl = Workload(frame, ids, offsets, block_size=block_size, source=_label(path_or_name, source))
+    order = sort_by_arrival(timestamps, source)
+    if order is not None:
+        wl = wl._take(order)
+    bad = int(wl.inconsistent_mask().sum())
+    if bad:
+        warnings.warn(
+            f"{source}: {bad} request(s) have len(hash_ids) != ceil(input_length / {block_size}); "
+            "kept as they are (see describe()['inconsistent_blocks'])",
+            UserWarning,
+            stacklevel=3,
+        )
+    return wl
+
+
+def _label(path_or_name: Any, source: str) -> str:
+    return Path(source).name if not hasattr(path_or_name, "read") else source
+
+
+def write_mooncake(workload: Workload, path: str | PathLike[str] | IO[Any]) -> None:
+    """Write a workload as Mooncake JSON lines that :func:`read_mooncake` reads back exactly.
+
+    Timestamps are written as integers when every arrival is a whole number
+    of ms, else as shortest round-trip floats. Only the four Mooncake fields
+    are written (extra columns such as ``prefix_id`` are not part of the
+    format). A path ending in ``.gz`` is gzip-compressed.
+
+    Parameters
+    ----------
+    workload : Workload
+        Must carry hash ids.
+    path : str, path or writable file-like
+
+    Examples
+    --------
+    >>> import io
+    >>> wl = Workload.from_requests([0, 2.5], [600, 10], [3, 1], [[0, 1], [0]])
+    >>> buf = io.StringIO()
+    >>> write_mooncake(wl, buf)
+    >>> print(buf.getvalue(), end="")
+    {"timestamp":0.0,"input_length":600,"output_length":3,"hash_ids":[0,1]}
+    {"timestamp":2.5,"input_length":10,"output_length":1,"hash_ids":[0]}
+    >>> _ = buf.seek(0)
+    >>> read_mooncake(buf) == wl
+    True
+    """
+    if not workload.has_hash_ids:
+        raise ValueError("this workload has no hash ids; write it with to_csv instead")
+    arrival = workload.arrival_ms
+    ts: list[Any] = arrival.astype(np.int64).tolist() if np.all(arrival == np.round(arrival)) else arrival.tolist()
+    ids = workload._hash_id_lists()
+    opt = orjson.OPT_APPEND_NEWLINE
+    chunks = [
+        orjson.dumps(
+            {"timestamp": t, "input_length": i, "output_length": o, "hash_ids": h}, option=opt
+        )
+        for t, i, o, h in zip(
+            ts, workload.input_len.tolist(), workload.output_len.tolist(), ids, strict=True
+        )
+    ]
+    data = b"".join(chunks)
+    if hasattr(path, "write"):
+        try:
+            path.write(data)  # type: ignore[union-attr]
+        except TypeError:
+            path.write(data.decode())  # type: ignore[union-attr]
+        return
+    target = fspath(path)
+    if target.endswith(".gz"):
+        import gzip
+
+        data = gzip.compress(data, mtime=0)
+    with open(target, "wb") as fh:
+        fh.write(data)
