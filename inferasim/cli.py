@@ -7,6 +7,7 @@ import sys
 from collections.abc import Sequence
 from importlib import import_module
 
+from inferasim._format import format_summary
 from inferasim.errors import TraceNotFoundError, WorkloadError
 from inferasim.loaders import add_workload_arguments, workload_from_args
 
@@ -21,9 +22,7 @@ _EXTERNAL = {
 
 def _describe(args: argparse.Namespace) -> int:
     wl = workload_from_args(args)
-    summary = wl.describe()
-    print(wl._header())
-    print(summary.to_string())
+    print(format_summary(wl.describe(), title=wl._header()))
     if not wl.has_hash_ids:
         print("\nno hash ids in this source: it carries no prefix-reuse information")
     return 0
@@ -62,7 +61,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     --------
     >>> main(["describe", "--num-requests", "20"])  # doctest: +ELLIPSIS
     Workload from synthetic: 20 requests, block_size=512
-    requests ...
+      requests ...
     0
     """
     args = build_parser().parse_args(argv)

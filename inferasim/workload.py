@@ -437,18 +437,19 @@ class Workload:
         ``inconsistent_blocks`` (requests whose id count disagrees with their
         length); ``infinite_block_hit_ratio`` and ``infinite_token_hit_ratio``
         (the share of blocks and of prompt tokens an infinite prefix cache
-        would serve, replaying requests in order). Without hash ids the block
-        entries are NaN and ``has_hash_ids`` says why.
+        would serve, replaying requests in order). Without hash ids
+        (:attr:`has_hash_ids` is False) the block entries are NaN.
 
         Returns
         -------
         pandas.Series
+            ``float64`` values labelled by statistic.
 
         Examples
         --------
         >>> wl = Workload.from_requests([0, 1000], [1024, 1024], [10, 30], [[1, 2], [1, 3]])
         >>> d = wl.describe()
-        >>> int(d["requests"]), d["offered_rate_rps"], d["infinite_block_hit_ratio"]
+        >>> int(d["requests"]), float(d["offered_rate_rps"]), float(d["infinite_block_hit_ratio"])
         (2, 2.0, 0.25)
         """
         n = len(self)
@@ -472,7 +473,6 @@ class Workload:
                 )
             else:
                 stats.update({f"{name}_{s}": float("nan") for s in ("mean", "p50", "p99", "max")})
-        stats["has_hash_ids"] = self._has_hash_ids
         if self._has_hash_ids:
             hits = _ragged.leading_run(
                 _ragged.first_seen_earlier(self._hash_ids, self._offsets), self._offsets
@@ -503,7 +503,7 @@ class Workload:
                     )
                 }
             )
-        return pd.Series(stats, name=self._source or "workload", dtype=object)
+        return pd.Series(stats, name=self._source or "workload", dtype=np.float64)
 
     # ------------------------------------------------------------ selections
     def _take(self, rows: np.ndarray, frame: pd.DataFrame | None = None) -> Workload:
