@@ -1,0 +1,61 @@
+"""Shared helpers for the benchmark scripts: timing, peak memory, trace lookup, tables."""
+
+from __future__ import annotations
+
+import gc
+import os
+import statistics
+import time
+import tracemalloc
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def trace_path(filename: str) -> Path:
+    """A FAST'25 trace from $INFERASIM_TRACE_DIR, ./traces or ../shared/traces."""
+    dirs = [Path(os.environ["INFERASIM_TRACE_DIR"])] if os.environ.get("INFERASIM_TRACE_DIR") else []
+    dirs += [REPO / "traces", REPO.parent / "shared" / "traces"]
+    for d in dirs:
+        if (d / filename).is_file():
+            return d / filename
+    raise SystemExit(f"{filename} not found in {[str(d) for d in dirs]}")
+
+
+def median_time(fn: Callable[[], Any], repeats: int = 5) -> tuple[float, Any]:
+    """Median wall time (s) of ``fn()`` over ``repeats`` runs, and its last result."""
+    times, result = [], None
+    for _ in range(repeats):
+        gc.collect()
+        start = time.perf_counter()
+        result = fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times), result
+
+
+def peak_memory_mb(fn: Callable[[], Any]) -> float:
+    """Peak Python-heap allocation (MB) of one ``fn()`` call, measured by tracemalloc.
+
+    numpy allocations are traced too (numpy reports them to tracemalloc).
+    """
+    gc.collect()
+    tracemalloc.start()
+    try:
+        fn()
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    return peak / 1e6
+
+
+def print_table(rows: list[dict[str, Any]]) -> None:
+    """Print rows of equal keys as an aligned text table."""
+    keys = list(rows[0])
+    cells = [[str(r[k]) for k in keys] for r in rows]
+    widths = [max(len(k), *(len(c[i]) for c in cells)) for i, k in enumerate(keys)]
+    print("  ".join(k.ljust(w) for k, w in zip(keys, widths, strict=True)))
+    print("  ".join("-" * w for w in widths))
+    for c in cells:
+        print("  ".join(v.ljust(w) for v, w in zip(c, widths, strict=True)))
