@@ -67,7 +67,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return int(args.func(args) or 0)
-    except (WorkloadError, TraceNotFoundError, FileNotFoundError) as exc:
+    except (WorkloadError, TraceNotFoundError, FileNotFoundError, ValueError) as exc:
         print(f"inferasim: error: {exc}", file=sys.stderr)
         return 2
 

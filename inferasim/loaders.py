@@ -112,7 +112,10 @@ def add_workload_arguments(parser: argparse.ArgumentParser) -> None:
         "default: the embedded synthetic workload",
     )
     parser.add_argument("--trace", help="same as SOURCE")
-    group = parser.add_argument_group("synthetic workload (when no source is given)")
+    group = parser.add_argument_group("synthetic workload (the default when no source is given)")
+    group.add_argument(
+        "--synthetic", action="store_true", help="use the synthetic workload (the default)"
+    )
     for name, value in DEFAULT_SYNTHETIC.items():
         flag = "--" + name.replace("_", "-")
         if name == "arrival":
@@ -138,6 +141,8 @@ def workload_from_args(args: argparse.Namespace) -> Workload:
     10
     """
     source = args.trace or args.source
+    if source is not None and args.synthetic:
+        raise ValueError("give either a trace/file or --synthetic, not both")
     if source is None:
         wl = load_workload(**{name: getattr(args, name) for name in DEFAULT_SYNTHETIC})
     else:
