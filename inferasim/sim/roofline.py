@@ -1,0 +1,385 @@
+"""Roofline step-time model built from a model preset and a GPU preset.
+
+The default cost model of the simulator. See :class:`RooflineCostModel` for
+every formula and assumption.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from inferasim.sim.cost import ArrayLike, prefill_attention_pairs
+from inferasim.sim.presets import GPUSpec, ModelSpec, get_gpu, get_model
+
+__all__ = ["RooflineCostModel"]
+
+_ARG_NAMES = ("prefill_tokens", "prefill_attention", "decode_seqs", "decode_context")
+
+
+class RooflineCostModel:
+    """Step time from FLOPs and bytes: ``overhead + max(compute, memory) + comm``.
+
+    One engine step runs ``P = prefill_tokens`` new prompt tokens (cached
+    tokens excluded) whose attention covers ``A = prefill_attention``
+    query-key pairs, plus one token for each of ``D = decode_seqs`` decoding
+    sequences whose contexts sum to ``C = decode_context`` tokens. With
+    ``N = P + D`` tokens through the weights:
+
+    **compute** (seconds)::
+
+        (2 * active_params * N + attention_flops_per_pair * (A + C))
+        / (tp * peak_flops * mfu)
+
+    ``2 * active_params`` FLOPs per token (multiply and add per weight; for
+    MoE the *active* parameters; the input-embedding lookup is counted like a
+    matmul, which overstates Llama-3.1-8B by 6.5%). ``attention_flops_per_pair``
+    is ``2 * layers * heads * (qk_dim + v_dim)``, i.e. ``4 * layers * heads *
+    head_dim`` for QK^T and AV (see :attr:`ModelSpec.attention_flops_per_pair`).
+    Peak is the dense BF16 datasheet number, or FP8 when ``dtype_bytes == 1``
+    and the GPU has FP8. FLOPs split evenly over the ``tp`` GPUs.
+
+    **memory** (seconds, per GPU, all GPUs in parallel)::
+
+        (weight_bytes_read / tp + kv_bytes_per_token_per_gpu * (C + P))
+        / (hbm_bandwidth * mbu)
+
+    Weights are read once per step whatever the batch. Dense models read all
+    of them; MoE models read the shared part plus the expected share of
+    routed experts that at least one of the ``N`` tokens selects,
+    ``1 - (1 - k / E) ** N`` for ``k`` of ``E`` experts (independent uniform
+    routing), so a one-token step of DeepSeek-V3 reads ~37B parameters and a
+    large batch reads all 671B. Decode attention reads each sequence's KV
+    cache once (``C`` tokens); prefill writes the KV of its ``P`` new tokens
+    (FlashAttention keeps prefill attention on chip, so its reads of earlier
+    context are not counted). A GPU holds ``1 / min(tp, kv_heads)`` of each
+    token's KV for GQA (heads are replicated beyond ``kv_heads``) and all of
+    it for MLA (the latent is shared by every head, so vLLM replicates it).
+
+    **comm** (seconds, only when ``tp > 1``)::
+
+        2 * layers * (allreduce_latency
+                      + 2 * (tp - 1) / tp * N * hidden * 2 bytes / link_bandwidth)
+
+    Two ring all-reduces of the BF16 activations per layer (after attention
+    and after the MLP), not overlapped with compute.
+
+    **step** = ``overhead_ms + 1000 * (max(compute, memory) + comm)``.
+
+    **KV capacity** per replica, in blocks of ``block_size`` tokens::
+
+        floor(free_per_gpu / (kv_bytes_per_token_per_gpu * block_size))
+        free_per_gpu = hbm * gpu_memory_utilization - weight_bytes / tp
+                       - activation_reserve
+
+    which for GQA with ``tp <= kv_heads`` equals ``floor((tp * hbm * util -
+    weight_bytes - tp * activation_reserve) / (kv_bytes_per_token *
+    block_size))``. Weights count in full (all experts) for MoE.
+
+    Parameters
+    ----------
+    model : str or ModelSpec, default "llama-3.1-8b"
+        A key of :data:`~inferasim.sim.presets.MODELS` or a custom spec.
+    gpu : str or GPUSpec, default "h100-80gb"
+        A key of :data:`~inferasim.sim.presets.GPUS` or a custom spec.
+    tp : int, default 1
+        Tensor-parallel degree (GPUs per replica).
+    dtype_bytes : int, optional
+        Bytes per weight; default the checkpoint's (2, or 1 for DeepSeek-V3).
+    kv_dtype_bytes : int, default 2
+        Bytes per KV-cache value (2 for BF16, 1 for an FP8 cache).
+    mfu : float, default 0.45
+        Fraction of peak FLOPs achieved. Megatron-LM reaches 413-430 TFLOP/s
+        per H100 on a Llama-3-style 8B model (42-43% of 989.4; swiss-ai
+        Megatron-LM PR #29), the same GEMM shapes as a large prefill.
+    mbu : float, default 0.8
+        Fraction of peak HBM bandwidth achieved. With ``overhead_ms=0.5`` this
+        reproduces vLLM's measured batch-1 decode of Llama-3.1-8B: 6.48 ms per
+        token on an H100 (InferenceBench concurrency sweep, vLLM 0.21) against
+        6.5 ms here, and ~75 tokens/s on an A100-40GB at 1.555 TB/s
+        (johnmusgrave.com vLLM sweep, "77% of the bandwidth ceiling") against
+        13.5 ms (74 tokens/s) here.
+    overhead_ms : float, default 0.5
+        Fixed cost per step (scheduler, sampling, kernel launches with CUDA
+        graphs).
+    gpu_memory_utilization : float, default 0.9
+        Share of HBM the engine may use (vLLM's flag of the same name).
+    activation_reserve_gb : float, default 2.0
+        Per GPU, for activations, CUDA graphs and the allocator (an
+        assumption; vLLM profiles it at start-up).
+    allreduce_latency_us : float, default 5.0
+        Fixed latency of one all-reduce when ``tp > 1``.
+
+    Examples
+    --------
+    >>> m = RooflineCostModel("llama-3.1-8b", "h100-80gb")
+    >>> m
+    RooflineCostModel(model='llama-3.1-8b', gpu='h100-80gb', tp=1, mfu=0.45, mbu=0.8, overhead_ms=0.5)
+    >>> round(m.step_time_ms(0, 0, 1, 2048), 2)  # one decode token, 2k context
+    6.59
+    >>> m.step_time_ms(0, 0, np.array([1, 64]), np.array([2048, 64 * 2048])).round(2)
+    array([ 6.59, 12.9 ])
+    >>> m.kv_capacity_blocks(512)
+    803
+    """
+
+    def __init__(
+        self,
+        model: str | ModelSpec = "llama-3.1-8b",
+        gpu: str | GPUSpec = "h100-80gb",
+        *,
+        tp: int = 1,
+        dtype_bytes: int | None = None,
+        kv_dtype_bytes: int = 2,
+        mfu: float = 0.45,
+        mbu: float = 0.8,
+        overhead_ms: float = 0.5,
+        gpu_memory_utilization: float = 0.9,
+        activation_reserve_gb: float = 2.0,
+        allreduce_latency_us: float = 5.0,
+    ) -> None:
+        self.model = model
+        self.gpu = gpu
+        self.tp = tp
+        self.dtype_bytes = dtype_bytes
+        self.kv_dtype_bytes = kv_dtype_bytes
+        self.mfu = mfu
+        self.mbu = mbu
+        self.overhead_ms = overhead_ms
+        self.gpu_memory_utilization = gpu_memory_utilization
+        self.activation_reserve_gb = activation_reserve_gb
+        self.allreduce_latency_us = allreduce_latency_us
+
+        self.model_spec: ModelSpec = get_model(model)
+        self.gpu_spec: GPUSpec = get_gpu(gpu)
+        if isinstance(tp, bool) or not isinstance(tp, int | np.integer) or tp < 1:
+            raise ValueError(f"tp must be an int >= 1, got {tp!r}")
+        for name in ("dtype_bytes", "kv_dtype_bytes"):
+            value = getattr(self, name)
+            if value is not None and value not in (1, 2, 4):
+                raise ValueError(f"{name} must be 1, 2 or 4 bytes, got {value!r}")
+        for name in ("mfu", "mbu", "gpu_memory_utilization"):
+            value = getattr(self, name)
+            if not (isinstance(value, int | float) and 0 < value <= 1):
+                raise ValueError(f"{name} must be a number in (0, 1], got {value!r}")
+        for name in ("overhead_ms", "activation_reserve_gb", "allreduce_latency_us"):
+            value = getattr(self, name)
+            if not (isinstance(value, int | float) and math.isfinite(value) and value >= 0):
+                raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
+        self._precompute()
+
+    # ------------------------------------------------------------------ constants
+    def _precompute(self) -> None:
+        ms, gs, tp = self.model_spec, self.gpu_spec, int(self.tp)
+        b = self.weight_dtype_bytes
+        tflops = gs.fp8_tflops if (b == 1 and gs.fp8_tflops is not None) else gs.bf16_tflops
+        self._flops_per_s = tp * tflops * 1e12 * self.mfu
+        self._bytes_per_s = gs.hbm_tb_s * 1e12 * self.mbu
+        self._flops_per_token = 2.0 * ms.active
+        self._flops_per_pair = float(ms.attention_flops_per_pair)
+        self._dense_bytes_gpu = ms.dense_params * b / tp
+        self._expert_bytes_gpu = ms.expert_params * b / tp
+        self._miss = 1.0 - ms.experts_per_token / ms.experts if ms.is_moe else 1.0
+        kv_split = 1 if ms.is_mla else min(tp, ms.kv_heads)
+        self._kv_gpu = self.kv_bytes_per_token / kv_split
+        if tp > 1:
+            self._comm_fixed_s = 2 * ms.layers * self.allreduce_latency_us * 1e-6
+            self._comm_per_token_s = (
+                2 * ms.layers * 2.0 * (tp - 1) / tp * ms.hidden * 2 / (gs.link_gb_s * 1e9)
+            )
+        else:
+            self._comm_fixed_s = 0.0
+            self._comm_per_token_s = 0.0
+
+    @property
+    def weight_dtype_bytes(self) -> int:
+        """Bytes per weight used: ``dtype_bytes`` or the checkpoint's own.
+
+        Examples
+        --------
+        >>> RooflineCostModel("deepseek-v3", "h200", tp=8).weight_dtype_bytes
+        1
+        """
+        return self.model_spec.weight_dtype_bytes if self.dtype_bytes is None else self.dtype_bytes
+
+    @property
+    def weight_bytes(self) -> float:
+        """Bytes of all weights of one replica (all experts for MoE).
+
+        Examples
+        --------
+        >>> RooflineCostModel("llama-3.1-8b").weight_bytes  # 8,030,261,248 * 2
+        16060522496.0
+        """
+        return float(self.model_spec.params * self.weight_dtype_bytes)
+
+    @property
+    def kv_bytes_per_token(self) -> float:
+        """KV-cache bytes of one token over all layers (whole model, not per GPU).
+
+        Examples
+        --------
+        >>> RooflineCostModel("llama-3.1-8b").kv_bytes_per_token  # 2*32*8*128*2
+        131072.0
+        """
+        return float(self.model_spec.kv_elements_per_token * self.kv_dtype_bytes)
+
+    @property
+    def kv_bytes_per_token_per_gpu(self) -> float:
+        """KV bytes of one token held by each GPU of the replica.
+
+        Examples
+        --------
+        >>> RooflineCostModel("llama-3.1-70b", tp=4).kv_bytes_per_token_per_gpu
+        81920.0
+        """
+        return self._kv_gpu
+
+    # --------------------------------------------------------------- the protocol
+    def step_time_ms(
+        self,
+        prefill_tokens: ArrayLike,
+        prefill_attention: ArrayLike,
+        decode_seqs: ArrayLike,
+        decode_context: ArrayLike,
+    ) -> ArrayLike:
+        """Duration of one step in ms (elementwise, broadcasting).
+
+        See the class docstring for the formula. Scalars in give a float out.
+
+        Examples
+        --------
+        >>> m = RooflineCostModel("llama-3.1-8b", "h100-80gb")
+        >>> round(m.step_time_ms(4096, prefill_attention_pairs(4096, 0), 0, 0), 1)
+        158.2
+        >>> m.step_time_ms(-1, 0, 0, 0)
+        Traceback (most recent call last):
+        ...
+        ValueError: prefill_tokens must be finite and >= 0, got min -1.0
+        """
+        args = []
+        for name, value in zip(
+            _ARG_NAMES,
+            (prefill_tokens, prefill_attention, decode_seqs, decode_context),
+            strict=True,
+        ):
+            arr = np.asarray(value, dtype=np.float64)
+            if arr.size and not (np.isfinite(arr).all() and arr.min() >= 0):
+                bad = arr[~np.isfinite(arr)] if not np.isfinite(arr).all() else arr.min()
+                shown = float(np.ravel(bad)[0])
+                raise ValueError(f"{name} must be finite and >= 0, got min {shown!r}")
+            args.append(arr)
+        p, a, d, c = args
+        n = p + d
+        compute = (self._flops_per_token * n + self._flops_per_pair * (a + c)) / self._flops_per_s
+        if self.model_spec.is_moe:
+            touched = 1.0 - np.power(self._miss, n)
+            weights = self._dense_bytes_gpu + self._expert_bytes_gpu * touched
+        else:
+            weights = self._dense_bytes_gpu
+        memory = (weights + self._kv_gpu * (c + p)) / self._bytes_per_s
+        comm = self._comm_fixed_s + self._comm_per_token_s * n
+        out = self.overhead_ms + 1e3 * (np.maximum(compute, memory) + comm)
+        return float(out) if np.ndim(out) == 0 else out
+
+    def kv_capacity_blocks(self, block_size: int) -> int:
+        """KV-cache blocks of ``block_size`` tokens one replica holds.
+
+        Raises ValueError when the weights (plus the activation reserve) do
+        not fit in ``gpu_memory_utilization`` of the HBM of ``tp`` GPUs.
+
+        Examples
+        --------
+        >>> RooflineCostModel("llama-3.1-8b", "h100-80gb").kv_capacity_blocks(16)
+        25720
+        >>> RooflineCostModel("llama-3.1-70b", "h100-80gb").kv_capacity_blocks(16)
+        Traceback (most recent call last):
+        ...
+        ValueError: Llama-3.1-70B weights need 141.1 GB (70.55B params x 2 bytes) ...
+        """
+        if isinstance(block_size, bool) or not isinstance(block_size, int | np.integer):
+            raise ValueError(f"block_size must be a positive int, got {block_size!r}")
+        if block_size < 1:
+            raise ValueError(f"block_size must be a positive int, got {block_size!r}")
+        free = self._free_bytes_per_gpu()
+        blocks = math.floor(free / (self._kv_gpu * int(block_size)))
+        if blocks < 1:
+            raise ValueError(
+                f"only {free / 1e9:.2f} GB per GPU is left for the KV cache of "
+                f"{self.model_spec.name}, less than one block of {block_size} tokens "
+                f"({self._kv_gpu * block_size / 1e9:.3f} GB); use a larger tp or GPU"
+            )
+        return int(blocks)
+
+    # ------------------------------------------------------------------- helpers
+    def _free_bytes_per_gpu(self) -> float:
+        gs, tp = self.gpu_spec, int(self.tp)
+        budget = gs.hbm_gb * 1e9 * self.gpu_memory_utilization
+        reserve = self.activation_reserve_gb * 1e9
+        free = budget - self.weight_bytes / tp - reserve
+        if free > 0:
+            return free
+        need_tp = math.ceil(self.weight_bytes / (budget - reserve)) if budget > reserve else None
+        if need_tp is None:
+            hint = "lower activation_reserve_gb or raise gpu_memory_utilization"
+        else:
+            pow2 = 1 << (need_tp - 1).bit_length()
+            hint = f"use tp >= {need_tp} (e.g. tp={pow2}) or a GPU with more HBM"
+        raise ValueError(
+            f"{self.model_spec.name} weights need {self.weight_bytes / 1e9:.1f} GB "
+            f"({self.model_spec.params / 1e9:.2f}B params x {self.weight_dtype_bytes} bytes) "
+            f"= {self.weight_bytes / tp / 1e9:.1f} GB per GPU at tp={tp}, but each "
+            f"{gs.name} offers {budget / 1e9:.1f} GB ({gs.hbm_gb:g} GB x "
+            f"gpu_memory_utilization {self.gpu_memory_utilization:g}) minus "
+            f"{self.activation_reserve_gb:g} GB activation reserve; {hint}"
+        )
+
+    def describe(self) -> pd.Series:
+        """Headline numbers of this configuration as a pandas Series.
+
+        ``kv_blocks_512`` is NaN when the weights do not fit.
+
+        Examples
+        --------
+        >>> s = RooflineCostModel("llama-3.1-8b", "h100-80gb").describe()
+        >>> s["weight_GB"], s["kv_bytes_per_token"], s["kv_blocks_512"]
+        (16.06, 131072, 803)
+        >>> list(s.index)  # doctest: +NORMALIZE_WHITESPACE
+        ['model', 'gpu', 'tp', 'weight_GB', 'kv_bytes_per_token', 'kv_blocks_512',
+         'prefill_tok_per_s_4k', 'decode_ms_batch1_ctx2k', 'decode_ms_batch64_ctx2k']
+        """
+        try:
+            blocks: float | int = self.kv_capacity_blocks(512)
+        except ValueError:
+            blocks = float("nan")
+        prefill_ms = self.step_time_ms(4096, prefill_attention_pairs(4096, 0), 0, 0)
+        return pd.Series(
+            {
+                "model": self.model_spec.name,
+                "gpu": self.gpu_spec.name,
+                "tp": int(self.tp),
+                "weight_GB": round(self.weight_bytes / 1e9, 2),
+                "kv_bytes_per_token": int(self.kv_bytes_per_token),
+                "kv_blocks_512": blocks,
+                "prefill_tok_per_s_4k": round(4096 / (prefill_ms / 1e3)),
+                "decode_ms_batch1_ctx2k": round(self.step_time_ms(0, 0, 1, 2048), 3),
+                "decode_ms_batch64_ctx2k": round(self.step_time_ms(0, 0, 64, 64 * 2048), 3),
+            },
+            name="roofline",
+            dtype=object,
+        )
+
+    def __repr__(self) -> str:
+        model = self.model if isinstance(self.model, str) else self.model_spec.name
+        gpu = self.gpu if isinstance(self.gpu, str) else self.gpu_spec.name
+        extra = ""
+        if self.dtype_bytes is not None:
+            extra += f", dtype_bytes={self.dtype_bytes}"
+        if self.kv_dtype_bytes != 2:
+            extra += f", kv_dtype_bytes={self.kv_dtype_bytes}"
+        return (
+            f"RooflineCostModel(model={model!r}, gpu={gpu!r}, tp={self.tp}, mfu={self.mfu:g}, "
+            f"mbu={self.mbu:g}, overhead_ms={self.overhead_ms:g}{extra})"
+        )
