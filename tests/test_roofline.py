@@ -284,11 +284,14 @@ def test_vectorised_equals_scalar_loop_bit_for_bit(model, gpu, tp):
     d = rng.integers(0, 256, n)
     c = d * rng.integers(0, 4096, n)
     vec = m.step_time_ms(p, a, d, c)
+    # Python numbers take the scalar fast path, numpy scalars the 0-d array path
     loop = np.array(
         [m.step_time_ms(int(p[i]), float(a[i]), int(d[i]), int(c[i])) for i in range(n)]
     )
+    loop_np = np.array([m.step_time_ms(p[i], a[i], d[i], c[i]) for i in range(n)])
     assert vec.dtype == np.float64
     np.testing.assert_array_equal(vec, loop)
+    np.testing.assert_array_equal(vec, loop_np)
 
 
 configs = st.tuples(

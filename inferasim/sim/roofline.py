@@ -17,6 +17,7 @@ from inferasim.sim.presets import GPUSpec, ModelSpec, get_gpu, get_model
 __all__ = ["RooflineCostModel"]
 
 _ARG_NAMES = ("prefill_tokens", "prefill_attention", "decode_seqs", "decode_context")
+_INF = float("inf")
 
 
 class RooflineCostModel:
@@ -259,6 +260,21 @@ class RooflineCostModel:
         ...
         ValueError: prefill_tokens must be finite and >= 0, got min -1.0
         """
+        p, a, d, c = prefill_tokens, prefill_attention, decode_seqs, decode_context
+        if (
+            isinstance(p, int | float)
+            and isinstance(a, int | float)
+            and isinstance(d, int | float)
+            and isinstance(c, int | float)
+            and 0 <= p < _INF
+            and 0 <= a < _INF
+            and 0 <= d < _INF
+            and 0 <= c < _INF
+        ):
+            # Scalar fast path (the simulator prices one step at a time): the
+            # same IEEE operations in the same order as the array path below,
+            # so both give bit-identical results (tested).
+            return self._step_scalar(float(p), float(a), float(d), float(c))
         args = []
         for name, value in zip(
             _ARG_NAMES,
@@ -283,6 +299,18 @@ class RooflineCostModel:
         comm = self._comm_fixed_s + self._comm_per_token_s * n
         out = self.overhead_ms + 1e3 * (np.maximum(compute, memory) + comm)
         return float(out) if np.ndim(out) == 0 else out
+
+    def _step_scalar(self, p: float, a: float, d: float, c: float) -> float:
+        n = p + d
+        compute = (self._flops_per_token * n + self._flops_per_pair * (a + c)) / self._flops_per_s
+        if self.model_spec.is_moe:
+            touched = 1.0 - float(np.power(self._miss, n))
+            weights = self._dense_bytes_gpu + self._expert_bytes_gpu * touched
+        else:
+            weights = self._dense_bytes_gpu
+        memory = (weights + self._kv_gpu * (c + p)) / self._bytes_per_s
+        comm = self._comm_fixed_s + self._comm_per_token_s * n
+        return self.overhead_ms + 1e3 * (max(compute, memory) + comm)
 
     def kv_capacity_blocks(self, block_size: int) -> int:
         """KV-cache blocks of ``block_size`` tokens one replica holds.
