@@ -193,6 +193,18 @@ def test_big_prefill_is_compute_bound_by_hand():
     assert m.step_time_ms(p, pairs, 0, 0) == pytest.approx(0.5 + compute_ms, rel=1e-12)
 
 
+def test_small_prefill_chunk_is_memory_bound_and_writes_its_kv():
+    m = RooflineCostModel("llama-3.1-8b", "h100-80gb")
+    # 64 new tokens after 1000 cached ones: 64 * 1000 + 64 * 65 / 2 = 66,080 pairs
+    pairs = prefill_attention_pairs(64, 1000)
+    assert pairs == 66_080
+    compute_ms = 1e3 * (2 * LLAMA8B_PARAMS * 64 + 524_288 * pairs) / (H100_BF16 * 0.45)
+    # reads the weights once and writes 64 * 131,072 B of new KV
+    memory_ms = 1e3 * (LLAMA8B_WEIGHT_BYTES + 64 * 131_072) / (H100_BW * 0.8)
+    assert compute_ms < memory_ms
+    assert m.step_time_ms(64, pairs, 0, 0) == pytest.approx(0.5 + memory_ms, rel=1e-12)
+
+
 def test_moe_decode_reads_only_touched_experts_by_hand():
     m = RooflineCostModel("deepseek-v2-lite", "h100-80gb")
     spec = MODELS["deepseek-v2-lite"]
