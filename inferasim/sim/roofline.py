@@ -79,6 +79,14 @@ class RooflineCostModel:
     weight_bytes - tp * activation_reserve) / (kv_bytes_per_token *
     block_size))``. Weights count in full (all experts) for MoE.
 
+    **Limits.** A roofline is a lower bound on step time. It fits dense
+    models well (see ``mbu``) but is optimistic where real kernels are far
+    from peak: small-batch MoE decode (DeepSeek-V3 on 8 H200s prices a
+    one-token step at 2.4 ms; a public vLLM run of an AWQ build on 8
+    H100/H200s reports 61.5 tokens/s, 16 ms) and ROCm stacks. Calibrate
+    ``mbu``/``mfu``/``overhead_ms`` to a measurement, or fit a
+    :class:`~inferasim.sim.cost.LinearCostModel`.
+
     Parameters
     ----------
     model : str or ModelSpec, default "llama-3.1-8b"
