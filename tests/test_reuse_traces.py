@@ -1,0 +1,72 @@
+"""Cross-checks of the reuse analysis on the FAST'25 traces."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from inferasim import Workload
+from inferasim.reuse import hit_rate_curve, infinite_hit_ratio
+from inferasim.reuse._refs import block_refs
+from inferasim.reuse.replay import replay_hits
+
+CAPACITIES = [1, 3, 10, 30, 100, 300, 1_000, 3_000, 10_000, 30_000, 100_000]
+
+
+@pytest.fixture(scope="module")
+def conversation(conversation_path: Path) -> Workload:
+    return Workload.from_mooncake(conversation_path)
+
+
+@pytest.fixture(scope="module")
+def synthetic(synthetic_trace_path: Path) -> Workload:
+    return Workload.from_mooncake(synthetic_trace_path)
+
+
+@pytest.fixture(params=["conversation", "synthetic"])
+def trace(request: pytest.FixtureRequest) -> Workload:
+    return request.getfixturevalue(request.param)
+
+
+def test_trace_sizes(conversation: Workload) -> None:
+    refs = block_refs(conversation)
+    assert refs.ids.size == 288_500
+    assert refs.n_unique == 182_790
+
+
+@pytest.mark.parametrize("touch", ["tail_first", "head_first"])
+@pytest.mark.parametrize("full", [False, True])
+def test_one_pass_equals_replay_on_traces(trace: Workload, touch: str, full: bool) -> None:
+    refs = block_refs(trace, full_blocks_only=full)
+    caps = [c for c in CAPACITIES if c < refs.n_unique] + [refs.n_unique]
+    curve = hit_rate_curve(trace, caps, touch=touch, full_blocks_only=full)
+    replayed = [int(replay_hits(refs, c, "lru", touch).sum()) for c in caps]
+    assert curve["hit_blocks"].tolist() == replayed
+    ceiling = infinite_hit_ratio(trace, full_blocks_only=full)
+    assert curve["hit_blocks"].iloc[-1] == ceiling.hit_blocks
+    assert curve["token_hit_ratio"].iloc[-1] == ceiling.token_hit_ratio
+
+
+def test_trace_ceiling_matches_describe(trace: Workload) -> None:
+    # Workload.describe() computes the same ceiling independently.
+    d = trace.describe()
+    c = infinite_hit_ratio(trace)
+    assert c.block_hit_ratio == pytest.approx(float(d["infinite_block_hit_ratio"]), abs=1e-12)
+    assert c.token_hit_ratio == pytest.approx(float(d["infinite_token_hit_ratio"]), abs=1e-12)
+
+
+def test_opt_dominates_on_traces(conversation: Workload) -> None:
+    refs = block_refs(conversation)
+    for cap in (100, 3_000, 30_000):
+        best = replay_hits(refs, cap, "opt").sum()
+        for policy in ("lru", "fifo", "lfu"):
+            assert best >= replay_hits(refs, cap, policy).sum()
+
+
+def test_default_curve_is_dense_and_monotone(conversation: Workload) -> None:
+    curve = hit_rate_curve(conversation)
+    assert len(curve) >= 150
+    assert curve["capacity_blocks"].iloc[-1] == 182_790
+    assert (np.diff(curve["token_hit_ratio"]) >= 0).all()
