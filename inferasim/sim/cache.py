@@ -1,0 +1,267 @@
+"""A replica's prefix KV cache: content-addressed, reference-counted blocks.
+
+Only *full* prompt blocks with a hash id ever enter the cache. A cached
+block is either **pinned** (reference count > 0: some running sequence uses
+it, it is never evicted) or **evictable** (count 0: kept for reuse until a
+new block is needed and the eviction policy picks it).
+
+Blocks that are not cached (partial last blocks, decode blocks, blocks of
+workloads without hash ids, duplicates of a block another request cached
+first) are *private*: the scheduler only counts them. Memory per replica is
+``private + cached <= capacity``.
+
+Eviction policies
+-----------------
+``"lru"`` (default)
+    Evict the block that became evictable longest ago. A finishing sequence
+    releases its blocks tail first, as vLLM's free-block queue does, so a
+    request's tail goes before its (more widely shared) head.
+``"fifo"``
+    Evict the block that entered the cache first.
+``"lfu"``
+    Evict the block with the fewest hits in its current residency, ties by
+    LRU order.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import OrderedDict
+from collections.abc import Sequence
+
+__all__ = ["BlockCache", "EVICTION_POLICIES"]
+
+EVICTION_POLICIES = ("lru", "fifo", "lfu")
+
+
+class _LRU:
+    """Evictable blocks in the order they became evictable."""
+
+    __slots__ = ("_od",)
+
+    def __init__(self) -> None:
+        self._od: OrderedDict[int, None] = OrderedDict()
+
+    def inserted(self, h: int) -> None:
+        pass
+
+    def hit(self, h: int) -> None:
+        pass
+
+    def add(self, h: int) -> None:
+        self._od[h] = None
+
+    def discard(self, h: int) -> None:
+        del self._od[h]
+
+    def forget(self, h: int) -> None:
+        pass
+
+    def pop(self) -> int:
+        return self._od.popitem(last=False)[0]
+
+    def __len__(self) -> int:
+        return len(self._od)
+
+
+class _HeapPolicy:
+    """Evictable blocks in a heap keyed by (key, tick), stale entries skipped."""
+
+    __slots__ = ("_heap", "_live", "_tick", "_born", "_hits", "_lfu")
+
+    def __init__(self, lfu: bool) -> None:
+        self._heap: list[tuple[int, int, int]] = []
+        self._live: dict[int, int] = {}  # evictable hash -> tick of its heap entry
+        self._tick = 0
+        self._born: dict[int, int] = {}
+        self._hits: dict[int, int] = {}
+        self._lfu = lfu
+
+    def inserted(self, h: int) -> None:
+        self._tick += 1
+        self._born[h] = self._tick
+        self._hits[h] = 0
+
+    def hit(self, h: int) -> None:
+        self._hits[h] += 1
+
+    def add(self, h: int) -> None:
+        self._tick += 1
+        key = self._hits[h] if self._lfu else self._born[h]
+        self._live[h] = self._tick
+        heapq.heappush(self._heap, (key, self._tick, h))
+
+    def discard(self, h: int) -> None:
+        del self._live[h]
+
+    def forget(self, h: int) -> None:
+        del self._born[h]
+        del self._hits[h]
+
+    def pop(self) -> int:
+        heap, live = self._heap, self._live
+        while True:
+            _, tick, h = heapq.heappop(heap)
+            if live.get(h) == tick:
+                del live[h]
+                return h
+
+    def __len__(self) -> int:
+        return len(self._live)
+
+
+class BlockCache:
+    """Content-addressed, reference-counted KV blocks of one replica.
+
+    Parameters
+    ----------
+    eviction : {"lru", "fifo", "lfu"}, default "lru"
+        Which evictable block goes first when a new block is needed.
+
+    Attributes
+    ----------
+    ref : dict
+        Cached hash id -> reference count (0 = evictable).
+    pinned : int
+        Cached blocks with a reference count > 0.
+    evictions : int
+        Blocks evicted so far.
+
+    Examples
+    --------
+    >>> c = BlockCache()
+    >>> c.register(7), c.register(8)
+    (True, True)
+    >>> c.release([7, 8])           # 8 (the tail) becomes evictable first
+    >>> c.match([7, 8, 9], 3)        # leading resident run, blocks to revive
+    (2, 2)
+    >>> c.evict(1)
+    >>> c.match([7, 8, 9], 3), c.evictions
+    ((1, 1), 1)
+    """
+
+    __slots__ = ("ref", "pinned", "evictions", "_policy")
+
+    def __init__(self, eviction: str = "lru") -> None:
+        if eviction == "lru":
+            self._policy: _LRU | _HeapPolicy = _LRU()
+        elif eviction in ("fifo", "lfu"):
+            self._policy = _HeapPolicy(lfu=eviction == "lfu")
+        else:
+            raise ValueError(f"eviction must be one of {EVICTION_POLICIES}, got {eviction!r}")
+        self.ref: dict[int, int] = {}
+        self.pinned = 0
+        self.evictions = 0
+
+    @property
+    def size(self) -> int:
+        """Cached blocks (pinned and evictable).
+
+        Examples
+        --------
+        >>> c = BlockCache(); _ = c.register(1); c.size
+        1
+        """
+        return len(self.ref)
+
+    @property
+    def evictable(self) -> int:
+        """Cached blocks no running sequence uses.
+
+        Examples
+        --------
+        >>> c = BlockCache(); _ = c.register(1); c.release([1]); c.evictable
+        1
+        """
+        return len(self.ref) - self.pinned
+
+    def match(self, ids: Sequence[int], limit: int) -> tuple[int, int]:
+        """Length of the leading run of ``ids[:limit]`` that is cached.
+
+        Returns ``(matched, revive)``: matched blocks and how many of them are
+        evictable now (reusing them takes them out of the evictable pool).
+
+        Examples
+        --------
+        >>> c = BlockCache(); _ = c.register(1); _ = c.register(3)
+        >>> c.match([1, 2, 3], 3)
+        (1, 0)
+        """
+        ref = self.ref
+        m = revive = 0
+        for h in ids[:limit]:
+            r = ref.get(h)
+            if r is None:
+                break
+            m += 1
+            if r == 0:
+                revive += 1
+        return m, revive
+
+    def acquire(self, ids: Sequence[int]) -> None:
+        """Pin cached blocks for a sequence (one reference each).
+
+        Examples
+        --------
+        >>> c = BlockCache(); _ = c.register(1); c.release([1]); c.acquire([1]); c.pinned
+        1
+        """
+        ref, policy = self.ref, self._policy
+        for h in ids:
+            r = ref[h]
+            if r == 0:
+                policy.discard(h)
+                self.pinned += 1
+            ref[h] = r + 1
+            policy.hit(h)
+
+    def register(self, h: int) -> bool:
+        """Cache a block its sequence just computed, pinned by that sequence.
+
+        Returns False (nothing changes) when the id is already cached: the
+        sequence keeps its copy as a private block.
+
+        Examples
+        --------
+        >>> c = BlockCache(); c.register(5), c.register(5), c.ref
+        (True, False, {5: 1})
+        """
+        if h in self.ref:
+            return False
+        self.ref[h] = 1
+        self.pinned += 1
+        self._policy.inserted(h)
+        return True
+
+    def release(self, ids: Sequence[int]) -> None:
+        """Drop one reference from each block, tail first.
+
+        Examples
+        --------
+        >>> c = BlockCache(); _ = c.register(1); c.release([1]); c.ref, c.pinned
+        ({1: 0}, 0)
+        """
+        ref, policy = self.ref, self._policy
+        for h in reversed(ids):
+            r = ref[h] - 1
+            ref[h] = r
+            if r == 0:
+                self.pinned -= 1
+                policy.add(h)
+
+    def evict(self, n: int) -> None:
+        """Evict ``n`` evictable blocks chosen by the policy.
+
+        Examples
+        --------
+        >>> c = BlockCache(); _ = c.register(1); c.release([1]); c.evict(1); c.size
+        0
+        """
+        if n > len(self._policy):
+            raise RuntimeError(f"cannot evict {n} blocks: {len(self._policy)} evictable")
+        ref, policy = self.ref, self._policy
+        for _ in range(n):
+            h = policy.pop()
+            del ref[h]
+            policy.forget(h)
+        self.evictions += n

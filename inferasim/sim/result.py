@@ -1,0 +1,290 @@
+"""Simulation results as pandas frames: :class:`SimResult`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from inferasim.sim.engine import RunOutput
+from inferasim.workload import Workload
+
+__all__ = ["SimResult"]
+
+_STATS = (("mean", None), ("p50", 50), ("p90", 90), ("p99", 99))
+
+
+class SimResult:
+    """What one :meth:`Simulator.run` produced.
+
+    Attributes
+    ----------
+    requests : pandas.DataFrame
+        One row per request of the workload (every one, in request order):
+
+        ``request_id``; ``replica`` (-1 when rejected before routing);
+        ``arrival_ms``, ``scheduled_ms`` (first admitted to a batch),
+        ``first_token_ms``, ``finish_ms``; ``queue_ms`` (scheduled -
+        arrival), ``ttft_ms`` (first token - arrival), ``tpot_ms`` ((finish -
+        first token) / (output_len - 1), NaN for one-token outputs),
+        ``e2e_ms`` (finish - arrival); ``input_len``, ``output_len`` (tokens);
+        ``cached_blocks``, ``cached_tokens`` (prefix reused at the first
+        admission); ``computed_prefill_tokens`` (prefill tokens computed,
+        recomputation after preemption included); ``preemptions``;
+        ``status`` (``"finished"`` or ``"rejected"``: the request can never
+        fit in a replica's KV memory or has no prompt) and ``reason`` (why it
+        was rejected, else missing). Times are ms, NaN when they never came.
+    replicas : pandas.DataFrame
+        One row per replica: ``requests`` routed, ``share`` of all routed
+        requests, ``input_tokens``, ``output_tokens``, ``prompt_blocks``,
+        ``cached_blocks``, ``cached_tokens``, ``block_hit_ratio``,
+        ``token_hit_ratio``, ``busy_fraction`` (of the run from first arrival
+        to last finish), ``peak_running``, ``peak_kv_blocks`` (held by running
+        sequences), ``kv_capacity_blocks``, ``evictions``, ``preemptions``,
+        ``steps`` (engine steps run).
+    timeline : pandas.DataFrame
+        The state of every replica sampled every ``timeline_ms``: ``time_ms``,
+        ``replica``, ``queue`` (waiting requests), ``running``,
+        ``kv_running_blocks`` (held by running sequences), ``kv_cached_blocks``
+        (evictable blocks kept for reuse).
+    config : dict
+        The simulator parameters of the run.
+
+    Examples
+    --------
+    >>> import inferasim as ism
+    >>> wl = ism.Workload.from_requests([0], [32], [3], [[1, 2]], block_size=16)
+    >>> res = ism.Simulator(kv_blocks=10, cost_model=ism.LinearCostModel(),
+    ...                     progress=False).run(wl)
+    >>> res.requests[["ttft_ms", "e2e_ms", "status"]].round(3).to_dict("records")
+    [{'ttft_ms': 6.6, 'e2e_ms': 16.8, 'status': 'finished'}]
+    """
+
+    def __init__(
+        self,
+        requests: pd.DataFrame,
+        replicas: pd.DataFrame,
+        timeline: pd.DataFrame,
+        config: dict[str, Any],
+    ) -> None:
+        self.requests = requests
+        self.replicas = replicas
+        self.timeline = timeline
+        self.config = config
+
+    def __repr__(self) -> str:
+        n = len(self.requests)
+        done = int((self.requests["status"] == "finished").sum())
+        return f"<SimResult: {n} requests ({done} finished) on {len(self.replicas)} replicas>"
+
+    @classmethod
+    def _build(cls, wl: Workload, run: RunOutput, config: dict[str, Any]) -> SimResult:
+        out = run.out
+        n = len(wl)
+        f64 = np.float64
+
+        def col(a: Any, dtype: Any) -> np.ndarray:
+            return np.frombuffer(a, dtype=dtype).copy() if n else np.zeros(0, dtype)
+
+        arrival = wl.arrival_ms.astype(f64)
+        scheduled = col(out.scheduled, f64)
+        first = col(out.first_token, f64)
+        finish = col(out.finish, f64)
+        out_len = wl.output_len.astype(np.int64)
+        P = wl.input_len.astype(np.int64)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            tpot = np.where(out_len > 1, (finish - first) / np.maximum(out_len - 1, 1), np.nan)
+        status = np.full(n, "finished", dtype=object)
+        reason = np.full(n, None, dtype=object)
+        for i, why in run.reasons.items():
+            status[i] = "rejected"
+            reason[i] = why
+        req = pd.DataFrame(
+            {
+                "request_id": np.arange(n, dtype=np.int64),
+                "replica": col(out.replica, np.int64),
+                "arrival_ms": arrival,
+                "scheduled_ms": scheduled,
+                "first_token_ms": first,
+                "finish_ms": finish,
+                "queue_ms": scheduled - arrival,
+                "ttft_ms": first - arrival,
+                "tpot_ms": tpot,
+                "e2e_ms": finish - arrival,
+                "input_len": P,
+                "output_len": out_len,
+                "cached_blocks": col(out.cached_blocks, np.int64),
+                "cached_tokens": col(out.cached_tokens, np.int64),
+                "computed_prefill_tokens": col(out.computed, np.int64),
+                "preemptions": col(out.preemptions, np.int64),
+                "status": pd.Series(status, dtype=object),
+                "reason": pd.Series(reason, dtype=object),
+            }
+        )
+        req.index.name = None
+
+        bs = wl.block_size
+        R = len(run.replicas)
+        routed = req["replica"].to_numpy() >= 0
+        rr = req["replica"].to_numpy()[routed]
+        done = routed & (req["status"].to_numpy() == "finished")
+
+        def per(values: np.ndarray, mask: np.ndarray = routed) -> np.ndarray:
+            return np.bincount(req["replica"].to_numpy()[mask], weights=values[mask], minlength=R)
+
+        pblocks = -(-P // bs)
+        t0 = float(arrival[0]) if n else 0.0
+        span = run.end_ms - t0
+        requests = np.bincount(rr, minlength=R)
+        in_tok = per(P.astype(f64))
+        blocks = per(pblocks.astype(f64))
+        cb = per(req["cached_blocks"].to_numpy().astype(f64))
+        ct = per(req["cached_tokens"].to_numpy().astype(f64))
+        with np.errstate(invalid="ignore", divide="ignore"):
+            reps = pd.DataFrame(
+                {
+                    "replica": np.arange(R, dtype=np.int64),
+                    "requests": requests.astype(np.int64),
+                    "share": requests / max(int(routed.sum()), 1),
+                    "input_tokens": in_tok.astype(np.int64),
+                    "output_tokens": per(out_len.astype(f64), done).astype(np.int64),
+                    "prompt_blocks": blocks.astype(np.int64),
+                    "cached_blocks": cb.astype(np.int64),
+                    "cached_tokens": ct.astype(np.int64),
+                    "block_hit_ratio": cb / blocks,
+                    "token_hit_ratio": ct / in_tok,
+                    "busy_fraction": np.array([r.busy_ms for r in run.replicas]) / span
+                    if span > 0
+                    else np.zeros(R),
+                    "peak_running": np.array([r.peak_running for r in run.replicas], np.int64),
+                    "peak_kv_blocks": np.array([r.peak_kv for r in run.replicas], np.int64),
+                    "kv_capacity_blocks": np.array([r.capacity for r in run.replicas], np.int64),
+                    "evictions": np.array([r.cache.evictions for r in run.replicas], np.int64),
+                    "preemptions": np.array([r.preemptions for r in run.replicas], np.int64),
+                    "steps": np.array([r.steps for r in run.replicas], np.int64),
+                }
+            )
+        rows = [(*row[:1], r.index, *row[1:]) for r in run.replicas for row in r.tl]
+        tl = pd.DataFrame(
+            rows,
+            columns=[
+                "time_ms",
+                "replica",
+                "queue",
+                "running",
+                "kv_running_blocks",
+                "kv_cached_blocks",
+            ],
+        )
+        if len(tl):
+            tl = tl.sort_values(["time_ms", "replica"], kind="stable", ignore_index=True)
+        tl = tl.astype(
+            {
+                "time_ms": f64,
+                "replica": np.int64,
+                "queue": np.int64,
+                "running": np.int64,
+                "kv_running_blocks": np.int64,
+                "kv_cached_blocks": np.int64,
+            }
+        )
+        return cls(req, reps, tl, config)
+
+    def summary(
+        self, slo_ttft_ms: float | None = None, slo_tpot_ms: float | None = None
+    ) -> pd.Series:
+        """Headline numbers of the run as one labelled Series.
+
+        Parameters
+        ----------
+        slo_ttft_ms, slo_tpot_ms : float, optional
+            Service-level objectives. A finished request is *good* when it
+            meets every objective given; ``goodput_rps`` counts good requests
+            per second of run, ``slo_attainment`` their share of all requests.
+
+        Returns
+        -------
+        pandas.Series
+            ``requests``, ``finished``, ``rejected``, ``duration_s`` (first
+            arrival to last finish), ``throughput_rps``, ``output_tok_s``,
+            ``block_hit_ratio`` and ``token_hit_ratio`` (cluster-wide, over
+            routed requests), ``{queue,ttft,tpot,e2e}_ms_{mean,p50,p90,p99}``
+            (finished requests), ``preemptions``, ``evictions``,
+            ``max_replica_share`` (busiest replica's share of requests; ``1 /
+            replicas`` is perfectly balanced), ``goodput_rps``,
+            ``slo_attainment``, ``saturated`` (True when the queueing delay
+            keeps growing: from the first to the last quarter of arrivals, the
+            mean queue grows by more than 10% of the time between them and
+            ends above 100 ms; the fleet cannot keep up with the offered load).
+
+        Examples
+        --------
+        >>> import inferasim as ism
+        >>> wl = ism.Workload.from_requests([0, 50], [32, 32], [3, 3], block_size=16)
+        >>> s = ism.Simulator(kv_blocks=10, cost_model=ism.LinearCostModel(),
+        ...                   progress=False).run(wl).summary(slo_ttft_ms=10)
+        >>> s[["finished", "ttft_ms_p50", "slo_attainment", "saturated"]].tolist()
+        [2, 6.6, 1.0, False]
+        """
+        req = self.requests
+        fin = req[req["status"] == "finished"]
+        routed = req[req["replica"] >= 0]
+        n = len(req)
+        t0 = float(req["arrival_ms"].min()) if n else 0.0
+        t1 = float(fin["finish_ms"].max()) if len(fin) else t0
+        dur_s = (t1 - t0) / 1000.0
+        rate = (lambda k: k / dur_s) if dur_s > 0 else (lambda k: float("nan"))
+        bs = int(self.config.get("block_size", 1))
+        pblocks = float((-(-routed["input_len"] // bs)).sum())
+        itok = float(routed["input_len"].sum())
+        out: dict[str, Any] = {
+            "requests": n,
+            "finished": len(fin),
+            "rejected": int((req["status"] == "rejected").sum()),
+            "duration_s": dur_s,
+            "throughput_rps": rate(len(fin)),
+            "output_tok_s": rate(float(fin["output_len"].sum())),
+            "block_hit_ratio": float(routed["cached_blocks"].sum()) / pblocks
+            if pblocks
+            else float("nan"),
+            "token_hit_ratio": float(routed["cached_tokens"].sum()) / itok
+            if itok
+            else float("nan"),
+        }
+        for metric in ("queue_ms", "ttft_ms", "tpot_ms", "e2e_ms"):
+            v = fin[metric].dropna().to_numpy()
+            for name, q in _STATS:
+                if not v.size:
+                    out[f"{metric}_{name}"] = float("nan")
+                elif q is None:
+                    out[f"{metric}_{name}"] = float(v.mean())
+                else:
+                    out[f"{metric}_{name}"] = float(np.percentile(v, q))
+        out["preemptions"] = int(self.replicas["preemptions"].sum())
+        out["evictions"] = int(self.replicas["evictions"].sum())
+        out["max_replica_share"] = (
+            float(self.replicas["share"].max()) if len(self.replicas) else 0.0
+        )
+        good = np.ones(len(fin), dtype=bool)
+        if slo_ttft_ms is not None:
+            good &= fin["ttft_ms"].to_numpy() <= slo_ttft_ms
+        if slo_tpot_ms is not None:
+            tp = fin["tpot_ms"].to_numpy()
+            good &= np.isnan(tp) | (tp <= slo_tpot_ms)
+        out["goodput_rps"] = rate(int(good.sum()))
+        out["slo_attainment"] = int(good.sum()) / n if n else float("nan")
+        out["saturated"] = _saturated(fin)
+        return pd.Series(out, dtype=object, name="summary")
+
+
+def _saturated(fin: pd.DataFrame) -> bool:
+    """Queueing delay growing with arrival time (see :meth:`SimResult.summary`)."""
+    if len(fin) < 8:
+        return False
+    f = fin.sort_values("arrival_ms")
+    q = len(f) // 4
+    first, last = f.iloc[:q], f.iloc[-q:]
+    gap = float(last["arrival_ms"].mean() - first["arrival_ms"].mean())
+    growth = float(last["queue_ms"].mean() - first["queue_ms"].mean())
+    return bool(gap > 0 and growth > 0.1 * gap and last["queue_ms"].mean() > 100.0)

@@ -1,0 +1,364 @@
+"""Routing: which replica serves a request.
+
+A router is any callable ``router(request, replicas) -> int``. ``request`` is
+a :class:`Request` (id, arrival, lengths, hash ids); ``replicas`` is a tuple
+of :class:`ReplicaView`, the read-only state of every replica at the arrival
+time. The answer is a replica index.
+
+Built-in policies (``Simulator(routing=name)``):
+
+``"round_robin"``
+    Replicas in turn.
+``"random"``
+    Uniformly at random (seeded by ``Simulator(seed=...)``).
+``"least_loaded"``
+    Fewest outstanding tokens (prompt tokens still to compute plus output
+    tokens still to generate, over queued and running requests).
+``"cache_aware"``
+    Longest resident prefix match; ties go to the least loaded. Pure
+    longest-match routing collapses when every request shares a first block
+    (all FAST'25 conversation requests do): every replica that ever served a
+    request holds that block, the one with the longest match wins, and load
+    concentrates. Watch ``SimResult.replicas["requests"]``.
+``"kv_cost"``
+    Dynamo's KV-router cost ``overlap_weight * new_prefill_blocks +
+    active_blocks`` (lowest wins; ties to the least loaded). With
+    ``temperature > 0`` the replica is drawn with probability proportional to
+    ``exp(-(cost - min cost) / temperature)``.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple
+
+__all__ = [
+    "Request",
+    "ReplicaView",
+    "RoundRobinRouter",
+    "RandomRouter",
+    "LeastLoadedRouter",
+    "CacheAwareRouter",
+    "KvCostRouter",
+    "ROUTING_POLICIES",
+    "make_router",
+]
+
+
+class Request(NamedTuple):
+    """The request a router places.
+
+    Attributes
+    ----------
+    request_id : int
+    arrival_ms : float
+    input_len, output_len : int
+        Prompt and output lengths (tokens).
+    hash_ids : tuple of int
+        The prompt's cacheable (full) block hash ids.
+
+    Examples
+    --------
+    >>> Request(0, 0.0, 1024, 8, (1, 2)).input_len
+    1024
+    """
+
+    request_id: int
+    arrival_ms: float
+    input_len: int
+    output_len: int
+    hash_ids: tuple[int, ...]
+
+
+class ReplicaView:
+    """Read-only state of one replica, as a router sees it at an arrival.
+
+    Attributes are read live from the replica, so a view is only meaningful
+    during the routing call it was passed to.
+
+    Examples
+    --------
+    >>> import inferasim as ism
+    >>> from inferasim.sim import LinearCostModel, Simulator
+    >>> seen = []
+    >>> def spy(request, replicas):
+    ...     seen.append([(v.index, v.queue_len, v.prefix_match_blocks) for v in replicas])
+    ...     return 0
+    >>> wl = ism.Workload.from_requests([0, 1000], [32, 32], [2, 2], [[1, 2], [1, 3]],
+    ...                                 block_size=16)
+    >>> res = Simulator(replicas=2, routing=spy, kv_blocks=100, progress=False,
+    ...                 cost_model=LinearCostModel()).run(wl)
+    >>> seen[1]          # the second request finds block 1 cached on replica 0
+    [(0, 0, 1), (1, 0, 0)]
+    """
+
+    __slots__ = ("_rep", "_cur")
+
+    def __init__(self, replica: Any, current: list[Any]) -> None:
+        self._rep = replica
+        self._cur = current  # [ids, limit] of the request being routed
+
+    @property
+    def index(self) -> int:
+        """Replica index."""
+        return self._rep.index
+
+    @property
+    def queue_len(self) -> int:
+        """Requests waiting (including preempted ones)."""
+        return len(self._rep.waiting)
+
+    @property
+    def running(self) -> int:
+        """Sequences in the running batch."""
+        return len(self._rep.running)
+
+    @property
+    def outstanding_tokens(self) -> int:
+        """Prompt tokens still to compute plus output tokens still to generate."""
+        return self._rep.outstanding
+
+    @property
+    def kv_running_blocks(self) -> int:
+        """KV blocks held by running sequences."""
+        return self._rep.n_private + self._rep.cache.pinned
+
+    @property
+    def kv_cached_blocks(self) -> int:
+        """Evictable cached blocks (kept for reuse)."""
+        return self._rep.cache.evictable
+
+    @property
+    def kv_capacity_blocks(self) -> int:
+        """KV blocks the replica holds in all."""
+        return self._rep.capacity
+
+    @property
+    def kv_usage(self) -> float:
+        """Fraction of KV memory held by running sequences."""
+        return (self._rep.n_private + self._rep.cache.pinned) / self._rep.capacity
+
+    @property
+    def active_blocks(self) -> int:
+        """Blocks of running sequences plus prompt blocks of queued requests."""
+        rep = self._rep
+        return rep.n_private + rep.cache.pinned + rep.queued_blocks
+
+    @property
+    def prefix_match_blocks(self) -> int:
+        """Leading blocks of this request resident in the replica's cache."""
+        ids, limit = self._cur
+        return self._rep.cache.match(ids, limit)[0]
+
+
+def _least_loaded(replicas: Sequence[ReplicaView]) -> int:
+    best = 0
+    best_load = replicas[0].outstanding_tokens
+    for v in replicas[1:]:
+        load = v.outstanding_tokens
+        if load < best_load:
+            best, best_load = v.index, load
+    return best
+
+
+class RoundRobinRouter:
+    """Replicas in turn.
+
+    Examples
+    --------
+    >>> r = RoundRobinRouter(); r.reset(3, seed=0)
+    >>> [r(None, (None,) * 3) for _ in range(4)]
+    [0, 1, 2, 0]
+    """
+
+    needs_state = False
+
+    def __init__(self) -> None:
+        self._next = 0
+
+    def reset(self, num_replicas: int, seed: int | None) -> None:
+        """Start again at replica 0."""
+        self._next = 0
+
+    def __call__(self, request: Request, replicas: Sequence[ReplicaView]) -> int:
+        r = self._next
+        self._next = r + 1 if r + 1 < len(replicas) else 0
+        return r
+
+
+class RandomRouter:
+    """A uniformly random replica (seeded).
+
+    Examples
+    --------
+    >>> r = RandomRouter(); r.reset(4, seed=1)
+    >>> a = [r(None, (None,) * 4) for _ in range(5)]
+    >>> r.reset(4, seed=1); a == [r(None, (None,) * 4) for _ in range(5)]
+    True
+    """
+
+    needs_state = False
+
+    def __init__(self) -> None:
+        self._rng = random.Random(0)
+
+    def reset(self, num_replicas: int, seed: int | None) -> None:
+        """Reseed."""
+        self._rng = random.Random(seed)
+
+    def __call__(self, request: Request, replicas: Sequence[ReplicaView]) -> int:
+        return self._rng.randrange(len(replicas))
+
+
+class LeastLoadedRouter:
+    """The replica with the fewest outstanding tokens (lowest index on ties).
+
+    Examples
+    --------
+    >>> from types import SimpleNamespace as NS
+    >>> LeastLoadedRouter()(None, [NS(index=0, outstanding_tokens=9),
+    ...                           NS(index=1, outstanding_tokens=3)])
+    1
+    """
+
+    needs_state = True
+
+    def reset(self, num_replicas: int, seed: int | None) -> None:
+        """No state."""
+
+    def __call__(self, request: Request, replicas: Sequence[ReplicaView]) -> int:
+        return _least_loaded(replicas)
+
+
+class CacheAwareRouter:
+    """Longest resident prefix; ties to the fewest outstanding tokens.
+
+    Examples
+    --------
+    >>> from types import SimpleNamespace as NS
+    >>> CacheAwareRouter()(None, [NS(index=0, prefix_match_blocks=2, outstanding_tokens=9),
+    ...                          NS(index=1, prefix_match_blocks=2, outstanding_tokens=3),
+    ...                          NS(index=2, prefix_match_blocks=1, outstanding_tokens=0)])
+    1
+    """
+
+    needs_state = True
+
+    def reset(self, num_replicas: int, seed: int | None) -> None:
+        """No state."""
+
+    def __call__(self, request: Request, replicas: Sequence[ReplicaView]) -> int:
+        best = -1
+        best_key = (0, 0)
+        for v in replicas:
+            key = (-v.prefix_match_blocks, v.outstanding_tokens)
+            if best < 0 or key < best_key:
+                best, best_key = v.index, key
+        return best
+
+
+class KvCostRouter:
+    """Dynamo's KV-router cost: ``overlap_weight * new_prefill_blocks + active_blocks``.
+
+    ``new_prefill_blocks`` is the request's prompt blocks minus its resident
+    prefix on the replica; ``active_blocks`` the blocks of the replica's
+    running sequences plus the prompt blocks of its queue.
+
+    Parameters
+    ----------
+    overlap_weight : float, default 1.0
+        Weight of the prefill blocks (Dynamo's ``kv_overlap_score_weight``).
+    temperature : float, default 0.0
+        0 picks the lowest cost (ties: fewest outstanding tokens, then lowest
+        index); above 0 draws from ``softmax(-(cost - min cost) / temperature)``.
+    block_size : int, default 512
+        Tokens per block (the engine sets it to the workload's).
+
+    Examples
+    --------
+    >>> from types import SimpleNamespace as NS
+    >>> req = Request(0, 0.0, 2048, 8, (1, 2, 3, 4))
+    >>> views = [NS(index=0, prefix_match_blocks=4, active_blocks=10, outstanding_tokens=0),
+    ...          NS(index=1, prefix_match_blocks=0, active_blocks=0, outstanding_tokens=0)]
+    >>> KvCostRouter()(req, views)        # costs 0 + 10 vs 4 + 0
+    1
+    >>> KvCostRouter(overlap_weight=4.0)(req, views)   # 10 vs 16
+    0
+    """
+
+    needs_state = True
+
+    def __init__(
+        self, overlap_weight: float = 1.0, temperature: float = 0.0, block_size: int = 512
+    ) -> None:
+        if not overlap_weight >= 0:
+            raise ValueError(f"overlap_weight must be >= 0, got {overlap_weight!r}")
+        if not temperature >= 0:
+            raise ValueError(f"temperature must be >= 0, got {temperature!r}")
+        self.overlap_weight = float(overlap_weight)
+        self.temperature = float(temperature)
+        self.block_size = int(block_size)
+        self._rng = random.Random(0)
+
+    def reset(self, num_replicas: int, seed: int | None) -> None:
+        """Reseed the softmax sampler."""
+        self._rng = random.Random(seed)
+
+    def __call__(self, request: Request, replicas: Sequence[ReplicaView]) -> int:
+        blocks = -(-request.input_len // self.block_size)
+        w = self.overlap_weight
+        costs = [w * (blocks - v.prefix_match_blocks) + v.active_blocks for v in replicas]
+        low = min(costs)
+        if self.temperature > 0:
+            weights = [math.exp(-(c - low) / self.temperature) for c in costs]
+            return self._rng.choices(range(len(costs)), weights=weights)[0]
+        best = -1
+        best_load = 0
+        for v, c in zip(replicas, costs, strict=True):
+            if c == low:
+                load = v.outstanding_tokens
+                if best < 0 or load < best_load:
+                    best, best_load = v.index, load
+        return best
+
+
+ROUTING_POLICIES: dict[str, Callable[..., Any]] = {
+    "round_robin": RoundRobinRouter,
+    "random": RandomRouter,
+    "least_loaded": LeastLoadedRouter,
+    "cache_aware": CacheAwareRouter,
+    "kv_cost": KvCostRouter,
+}
+
+
+def make_router(
+    routing: str | Callable[..., int],
+    *,
+    overlap_weight: float = 1.0,
+    temperature: float = 0.0,
+    block_size: int = 512,
+) -> Callable[..., int]:
+    """A fresh router for a policy name, or the callable itself.
+
+    Examples
+    --------
+    >>> type(make_router("kv_cost")).__name__
+    'KvCostRouter'
+    >>> make_router("nearest")
+    Traceback (most recent call last):
+    ...
+    ValueError: routing must be one of ['round_robin', 'random', 'least_loaded', 'cache_aware', 'kv_cost'] or a callable, got 'nearest'
+    """
+    if isinstance(routing, str):
+        if routing not in ROUTING_POLICIES:
+            raise ValueError(
+                f"routing must be one of {list(ROUTING_POLICIES)} or a callable, got {routing!r}"
+            )
+        if routing == "kv_cost":
+            return KvCostRouter(overlap_weight, temperature, block_size)
+        return ROUTING_POLICIES[routing]()
+    if not callable(routing):
+        raise TypeError(f"routing must be a policy name or a callable, got {routing!r}")
+    return routing

@@ -1,0 +1,524 @@
+"""One serving replica: a vLLM-v1-style continuous-batching scheduler.
+
+Each engine step, in this order:
+
+1. every decoding sequence gets one token (the *decode group*);
+2. sequences still prefilling get chunks of their remaining tokens, in
+   admission order, within ``max_batched_tokens`` (chunked prefill);
+3. if the new KV blocks all of that needs exceed the free memory (free
+   blocks plus evictable cached blocks), the most recently admitted running
+   sequence is preempted (its blocks released, its progress recomputed
+   later from the front of the waiting queue) until it fits; a step with a
+   preemption admits nobody;
+4. waiting requests are admitted first come first served while there is
+   token budget, a free sequence slot and KV memory for their first chunk.
+   Admission looks the prompt up in the prefix cache: the leading run of
+   resident full blocks is reused (at most ``(tokens - 1) // block_size``
+   blocks, so at least one token is computed, as vLLM does).
+
+A sequence holds ``ceil(computed_tokens / block_size)`` blocks, allocated
+when a chunk or decode token is scheduled. A full prompt block with a hash
+id enters the prefix cache when the step that computes its last token ends.
+A prefill that reaches the end of its tokens samples a token (the first one
+gives the TTFT); every later step of the sequence is a decode step.
+
+The decode group is kept as aggregates (count, total context, a global
+decode-step counter, a heap of finish steps and a histogram of block
+boundary phases) so a step costs O(1) in the number of decoding sequences,
+and a stretch of pure-decode steps can be priced and applied in one jump.
+"""
+
+from __future__ import annotations
+
+import heapq
+from array import array
+from collections import deque
+from typing import Any
+
+import numpy as np
+
+from inferasim.sim.cache import BlockCache
+
+__all__ = ["Replica", "Seq"]
+
+WAITING, PREFILL, DECODE, DONE = 0, 1, 2, 3
+
+
+class Seq:
+    """Scheduler state of one request on its replica (internal)."""
+
+    __slots__ = (
+        "rid",
+        "prompt",
+        "output",
+        "ids",
+        "pblocks",
+        "gen",
+        "tokens",
+        "computed",
+        "hashed",
+        "state",
+        "d_join",
+        "c_join",
+        "g_join",
+        "epoch",
+        "first",
+    )
+
+    def __init__(self, rid: int, prompt: int, output: int, ids: list[int], block_size: int):
+        self.rid = rid
+        self.prompt = prompt
+        self.output = output if output > 0 else 1
+        self.ids = ids  # hashable full prompt blocks only
+        self.pblocks = -(-prompt // block_size)
+        self.gen = 0
+        self.tokens = prompt
+        self.computed = 0
+        self.hashed: list[int] = []
+        self.state = WAITING
+        self.d_join = self.c_join = self.g_join = 0
+        self.epoch = 0
+        self.first = True
+
+
+class Outputs:
+    """Per-request result columns shared by all replicas (compact arrays)."""
+
+    def __init__(self, n: int) -> None:
+        nan = array("d", [float("nan")])
+        zero = array("q", [0])
+        self.replica = array("q", [-1]) * n
+        self.scheduled = nan * n
+        self.first_token = nan * n
+        self.finish = nan * n
+        self.cached_blocks = zero * n
+        self.cached_tokens = zero * n
+        self.computed = zero * n
+        self.preemptions = zero * n
+
+
+class Replica:
+    """One engine: waiting queue, running batch, block cache, clock.
+
+    The engine calls :meth:`advance` to bring the replica up to a time and
+    :meth:`arrive` to enqueue a routed request. Internal; see
+    :class:`inferasim.sim.Simulator` for the parameters.
+    """
+
+    def __init__(
+        self,
+        index: int,
+        *,
+        cost: Any,
+        block_size: int,
+        capacity: int,
+        max_num_seqs: int,
+        max_batched_tokens: int,
+        chunked_prefill: bool,
+        eviction: str,
+        out: Outputs,
+        sample_ms: float,
+        jump: bool,
+        plan_cap: int = 4096,
+    ) -> None:
+        self.index = index
+        self.cost = cost.step_time_ms
+        self.bs = block_size
+        self.capacity = capacity
+        self.max_seqs = max_num_seqs
+        self.max_tokens = max_batched_tokens
+        self.chunked = chunked_prefill
+        self.cache = BlockCache(eviction)
+        self.out = out
+        self.jump = jump
+        self.plan_cap = plan_cap if jump else 1
+        # queues
+        self.waiting: deque[Seq] = deque()
+        self.running: dict[Seq, None] = {}  # admission order
+        self.prefilling: list[Seq] = []
+        self.n_private = 0
+        # decode group aggregates
+        self.B = 0
+        self.S = 0
+        self.D = 0
+        self.phase = array("q", [0]) * block_size
+        self.heap: list[tuple[int, int, int, Seq]] = []
+        # current step
+        self.clock = 0.0
+        self.in_step = False
+        self.step_end = 0.0
+        self.cur_chunks: list[tuple[Seq, int]] = []
+        self.cur_B = 0
+        self.p_K = 0
+        self.p_pos = 0
+        self.p_ends: np.ndarray | None = None
+        self.p_cum: np.ndarray | None = None
+        # observable load
+        self.outstanding = 0
+        self.queued_blocks = 0
+        # statistics
+        self.requests = 0
+        self.preemptions = 0
+        self.steps = 0
+        self.busy = False
+        self.busy_start = 0.0
+        self.busy_ms = 0.0
+        self.peak_running = 0
+        self.peak_kv = 0
+        # timeline
+        self.period = sample_ms
+        self.t0 = 0.0
+        self.sample_i = 0
+        self.next_sample = 0.0
+        self.tl: list[tuple[float, int, int, int, int]] = []
+
+    # ---------------------------------------------------------------- observe
+    @property
+    def kv_running(self) -> int:
+        """Blocks held by running sequences (private plus pinned cached)."""
+        return self.n_private + self.cache.pinned
+
+    def _emit(self, t: float) -> None:
+        """Record timeline samples strictly before ``t`` with the current state."""
+        tl, period = self.tl, self.period
+        row = (
+            len(self.waiting),
+            len(self.running),
+            self.n_private + self.cache.pinned,
+            self.cache.evictable,
+        )
+        while self.next_sample < t:
+            tl.append((self.next_sample, *row))
+            self.sample_i += 1
+            self.next_sample = self.t0 + self.sample_i * period
+
+    # ---------------------------------------------------------------- driving
+    def arrive(self, seq: Seq, t: float) -> None:
+        """Enqueue a request routed here at time ``t`` (after ``advance(t)``)."""
+        if self.next_sample < t:
+            self._emit(t)
+        if self.p_K:
+            self.p_K = self.p_pos + 1  # the queue changed: the stretch ends here
+        if not self.in_step and not self.running and not self.waiting:
+            self.clock = t
+        self.waiting.append(seq)
+        self.queued_blocks += seq.pblocks
+        self.outstanding += seq.prompt + seq.output
+        self.requests += 1
+        self.out.replica[seq.rid] = self.index
+
+    def advance(self, until: float) -> None:
+        """Complete every step ending at or before ``until``; start every step
+        starting before it."""
+        while True:
+            if self.in_step:
+                if self.step_end > until:
+                    return
+                if self.p_K and self.p_pos < self.p_K - 1:
+                    self._progress(until)
+                    if self.step_end > until:
+                        return
+                self._complete()
+            if self.clock >= until or not (self.running or self.waiting):
+                return
+            self._start_step()
+
+    # ------------------------------------------------------------- scheduling
+    def _allocate(self, n: int) -> None:
+        cache = self.cache
+        free = self.capacity - self.n_private - len(cache.ref)
+        self.n_private += n
+        if n > free:
+            cache.evict(n - free)
+
+    def _release(self, seq: Seq, computed: int) -> None:
+        held = -(-computed // self.bs)
+        if seq.hashed:
+            self.cache.release(seq.hashed)
+        self.n_private -= held - len(seq.hashed)
+        seq.hashed = []
+        del self.running[seq]
+
+    def _leave_decode(self, seq: Seq) -> int:
+        """Take a decoding sequence out of the decode group; return its computed tokens."""
+        k = self.D - seq.d_join
+        computed = seq.c_join + k
+        seq.gen = seq.g_join + k
+        self.B -= 1
+        self.S -= computed + 1
+        self.phase[(seq.d_join - seq.c_join) % self.bs] -= 1
+        return computed
+
+    def _preempt_last(self) -> None:
+        seq = next(reversed(self.running))
+        if seq.state == DECODE:
+            computed = self._leave_decode(seq)
+        else:
+            computed = seq.computed
+            self.prefilling.remove(seq)
+        self._release(seq, computed)
+        seq.state = WAITING
+        seq.epoch += 1
+        seq.computed = 0
+        seq.tokens = seq.prompt + seq.gen
+        self.outstanding += min(computed, seq.prompt)
+        self.queued_blocks += seq.pblocks
+        self.preemptions += 1
+        self.out.preemptions[seq.rid] += 1
+        self.waiting.appendleft(seq)
+
+    def _start_step(self) -> None:
+        t = self.clock
+        if self.next_sample < t:
+            self._emit(t)
+        if not self.busy:
+            self.busy = True
+            self.busy_start = t
+        bs = self.bs
+        cache = self.cache
+        preempted = False
+        while True:
+            B = self.B
+            budget = self.max_tokens - B
+            need = self.phase[self.D % bs] if B else 0
+            chunks = []
+            for seq in self.prefilling:
+                if budget <= 0:
+                    break
+                c = seq.computed
+                rem = seq.tokens - c
+                n = rem if rem < budget else budget
+                need += (c + n + bs - 1) // bs - (c + bs - 1) // bs
+                chunks.append((seq, n))
+                budget -= n
+            avail = self.capacity - self.n_private - cache.pinned
+            if need <= avail:
+                break
+            self._preempt_last()
+            preempted = True
+        if not preempted and self.waiting:
+            need += self._admit(t, chunks, budget, avail - need)
+        if need:
+            self._allocate(need)
+        kv = self.n_private + cache.pinned
+        if kv > self.peak_kv:
+            self.peak_kv = kv
+        self.in_step = True
+        self.cur_B = B
+        self.steps += 1
+        if chunks:
+            pt = pa = 0
+            for seq, n in chunks:
+                pt += n
+                pa += n * seq.computed + n * (n + 1) // 2
+            self.cur_chunks = chunks
+            self.step_end = t + float(self.cost(pt, pa, B, self.S))
+            return
+        if not B:
+            raise RuntimeError("internal error: a step with nothing to run")
+        self.cur_chunks = []
+        self._plan(t, 1 if preempted else self.plan_cap)
+
+    def _admit(self, t: float, chunks: list[tuple[Seq, int]], budget: int, avail: int) -> int:
+        """Admit waiting requests FCFS while budget, slots and memory allow.
+
+        Returns the new blocks the admitted first chunks need."""
+        bs = self.bs
+        cache = self.cache
+        waiting, running = self.waiting, self.running
+        out = self.out
+        decoding = self.B > 0
+        need = 0
+        while waiting and budget > 0 and len(running) < self.max_seqs:
+            seq = waiting[0]
+            limit = (seq.tokens - 1) // bs
+            if limit > len(seq.ids):
+                limit = len(seq.ids)
+            m, revive = cache.match(seq.ids, limit) if limit > 0 else (0, 0)
+            c = m * bs
+            rem = seq.tokens - c
+            if rem <= budget or self.chunked:
+                n = rem if rem <= budget else budget
+            elif not decoding and not chunks:
+                n = rem  # a whole prompt larger than the budget runs alone
+            else:
+                break
+            new = (c + n + bs - 1) // bs - m
+            if new + revive > avail:
+                break
+            waiting.popleft()
+            if m:
+                seq.hashed = seq.ids[:m]
+                cache.acquire(seq.hashed)
+            avail -= new + revive
+            need += new
+            seq.computed = c
+            seq.state = PREFILL
+            running[seq] = None
+            self.prefilling.append(seq)
+            chunks.append((seq, n))
+            budget -= n
+            self.queued_blocks -= seq.pblocks
+            self.outstanding -= c
+            if seq.first:
+                seq.first = False
+                rid = seq.rid
+                out.scheduled[rid] = t
+                out.cached_blocks[rid] = m
+                out.cached_tokens[rid] = c
+        if len(running) > self.peak_running:
+            self.peak_running = len(running)
+        return need
+
+    def _plan(self, t: float, cap: int) -> None:
+        """Price a pure-decode stretch starting at ``t`` (at most ``cap`` steps)."""
+        B, S, D = self.B, self.S, self.D
+        heap = self.heap
+        while True:  # drop stale finish entries
+            _, _, ep, seq = heap[0]
+            if seq.state == DECODE and seq.epoch == ep:
+                break
+            heapq.heappop(heap)
+        K = heap[0][0] - D
+        if K > cap:
+            K = cap
+        if K > 1:
+            bs = self.bs
+            phase = np.frombuffer(self.phase, dtype=np.int64)
+            counts = phase[(np.arange(D + 1, D + K, dtype=np.int64)) % bs]
+            cum = np.cumsum(counts)
+            free = self.capacity - self.n_private - len(self.cache.ref)
+            limit = free if self.waiting else free + self.cache.evictable
+            fit = int(cum.searchsorted(limit, "right"))
+            if fit + 1 < K:
+                K = fit + 1
+        if K == 1:
+            self.p_K = 0
+            dt = self.cost(0, 0, B, S + B * np.arange(1, dtype=np.int64))
+            self.step_end = t + float(np.asarray(dt, dtype=np.float64).reshape(-1)[0])
+            return
+        dt = np.broadcast_to(
+            np.asarray(self.cost(0, 0, B, S + B * np.arange(K, dtype=np.int64)), dtype=np.float64),
+            (K,),
+        )
+        ends = np.cumsum(np.concatenate(([t], dt)))[1:]
+        self.p_ends = ends
+        self.p_cum = np.concatenate(([0], cum[: K - 1]))
+        self.p_K = K
+        self.p_pos = 0
+        self.step_end = float(ends[0])
+
+    def _progress(self, until: float) -> None:
+        """Apply the plan's steps that start before ``until`` (all pure decode)."""
+        ends = self.p_ends
+        jn = int(ends.searchsorted(until))
+        if jn > self.p_K - 1:
+            jn = self.p_K - 1
+        j = self.p_pos
+        if jn <= j:
+            return
+        start = float(ends[jn - 1])
+        if self.next_sample < start:
+            self._emit_plan(j, jn, start)
+        k = jn - j
+        B = self.cur_B
+        self.D += k
+        self.S += B * k
+        self.outstanding -= B * k
+        self.steps += k
+        alloc = int(self.p_cum[jn] - self.p_cum[j])
+        if alloc:
+            self._allocate(alloc)
+            kv = self.n_private + self.cache.pinned
+            if kv > self.peak_kv:
+                self.peak_kv = kv
+        self.p_pos = jn
+        self.clock = start
+        self.step_end = float(ends[jn])
+
+    def _emit_plan(self, j: int, jn: int, stop: float) -> None:
+        """Timeline samples inside a stretch (state after each step's allocations)."""
+        ends, cum = self.p_ends, self.p_cum
+        cache = self.cache
+        free0 = self.capacity - self.n_private - len(cache.ref)
+        kv0 = self.n_private + cache.pinned
+        ev0 = cache.evictable
+        q, r = len(self.waiting), len(self.running)
+        while self.next_sample < stop:
+            s = self.next_sample
+            i = int(ends.searchsorted(s, "right"))
+            extra = int(cum[i] - cum[j])
+            evicted = extra - free0 if extra > free0 else 0
+            self.tl.append((s, q, r, kv0 + extra, ev0 - evicted))
+            self.sample_i += 1
+            self.next_sample = self.t0 + self.sample_i * self.period
+
+    def _complete(self) -> None:
+        """End the current step at ``step_end``."""
+        e = self.step_end
+        if self.next_sample < e:
+            self._emit(e)
+        self.clock = e
+        self.in_step = False
+        self.p_K = 0
+        out = self.out
+        B = self.cur_B
+        D = self.D
+        if B:
+            D = self.D = D + 1
+            self.S += B
+            self.outstanding -= B
+            heap = self.heap
+            while heap and heap[0][0] <= D:
+                _, _, ep, seq = heapq.heappop(heap)
+                if seq.state == DECODE and seq.epoch == ep:
+                    self._finish(seq, self._leave_decode(seq), e)
+        if self.cur_chunks:
+            bs = self.bs
+            cache = self.cache
+            for seq, n in self.cur_chunks:
+                c0 = seq.computed
+                c = c0 + n
+                seq.computed = c
+                out.computed[seq.rid] += n
+                P = seq.prompt
+                if c0 < P:
+                    self.outstanding -= (c if c < P else P) - c0
+                ids = seq.ids
+                if ids:
+                    j1 = c // bs
+                    if j1 > len(ids):
+                        j1 = len(ids)
+                    for jb in range(c0 // bs, j1):
+                        h = ids[jb]
+                        if cache.register(h):
+                            seq.hashed.append(h)
+                            self.n_private -= 1
+                if c == seq.tokens:
+                    seq.gen += 1
+                    self.outstanding -= 1
+                    if seq.gen == 1:
+                        out.first_token[seq.rid] = e
+                    self.prefilling.remove(seq)
+                    if seq.gen >= seq.output:
+                        self._finish(seq, c, e)
+                    else:
+                        seq.tokens = c + 1
+                        seq.state = DECODE
+                        seq.d_join, seq.c_join, seq.g_join = D, c, seq.gen
+                        self.phase[(D - c) % bs] += 1
+                        heapq.heappush(
+                            self.heap, (D + seq.output - seq.gen, seq.rid, seq.epoch, seq)
+                        )
+                        self.B += 1
+                        self.S += c + 1
+            self.cur_chunks = []
+        if not self.running and not self.waiting:
+            self.busy = False
+            self.busy_ms += e - self.busy_start
+
+    def _finish(self, seq: Seq, computed: int, t: float) -> None:
+        self._release(seq, computed)
+        seq.state = DONE
+        seq.ids = []
+        self.out.finish[seq.rid] = t

@@ -1,0 +1,223 @@
+"""The public :class:`Simulator`: configure a fleet once, run any workload."""
+
+from __future__ import annotations
+
+import numbers
+from collections.abc import Callable
+from typing import Any
+
+from inferasim.sim.cache import EVICTION_POLICIES
+from inferasim.sim.engine import simulate
+from inferasim.sim.result import SimResult
+from inferasim.sim.router import make_router
+from inferasim.workload import Workload
+
+__all__ = ["Simulator"]
+
+
+class Simulator:
+    """A fleet of identical LLM serving replicas with prefix caching and routing.
+
+    Each replica runs a vLLM-v1-style continuous-batching scheduler (FCFS
+    queue, chunked prefill, preemption of the most recently admitted sequence
+    when KV memory runs out) over its own content-addressed KV block cache;
+    a router places every request on a replica at its arrival. The
+    constructor only stores parameters; :meth:`run` checks them.
+
+    Parameters
+    ----------
+    replicas : int, default 1
+        Number of identical replicas.
+    routing : str or callable, default "kv_cost"
+        ``"round_robin"``, ``"random"``, ``"least_loaded"``, ``"cache_aware"``,
+        ``"kv_cost"``, or ``f(request, replicas) -> int``; see
+        :mod:`inferasim.sim.router`.
+    cost_model : object, optional
+        Anything with ``step_time_ms(...)`` and ``kv_capacity_blocks(block_size)``
+        (see :mod:`inferasim.sim.cost`). Default:
+        ``RooflineCostModel("llama-3.1-8b", "h100-80gb")``.
+    kv_blocks : int, optional
+        KV blocks per replica (blocks of the workload's ``block_size``),
+        shared by running sequences and the prefix cache. Default: the cost
+        model's ``kv_capacity_blocks``. A very large number means unbounded.
+    eviction : {"lru", "fifo", "lfu"}, default "lru"
+        Which evictable cached block goes when a new block is needed.
+    max_num_seqs : int, default 256
+        Running sequences per replica at most.
+    max_batched_tokens : int, default 8192
+        Tokens per engine step at most (decode tokens plus prefill chunks).
+    chunked_prefill : bool, default True
+        Split prompts into chunks across steps; False prefills whole prompts
+        (a prompt longer than ``max_batched_tokens`` then runs in a step of
+        its own).
+    overlap_weight, temperature : float
+        Parameters of the ``"kv_cost"`` router (defaults 1.0 and 0.0).
+    seed : int, default 0
+        Seed of random routing and softmax sampling.
+    timeline_ms : float, optional
+        Sampling period of :attr:`SimResult.timeline`; default 1/1000 of the
+        arrival span.
+    progress : bool, default True
+        Show a progress bar (``tqdm.auto``) on runs longer than a second.
+    fast : bool, default True
+        Advance pure-decode stretches in one jump. False runs every step on
+        its own (the reference loop; same frames, much slower).
+
+    Examples
+    --------
+    >>> import inferasim as ism
+    >>> wl = ism.Workload.from_synthetic(200, rate=20.0, input_len=1024, output_len=32,
+    ...                                  num_prefixes=4, prefix_len=512, seed=0)
+    >>> sim = ism.Simulator(replicas=2, routing="cache_aware", kv_blocks=64,
+    ...                     cost_model=ism.LinearCostModel(), progress=False)
+    >>> res = sim.run(wl)
+    >>> len(res.requests), int(res.replicas["requests"].sum())
+    (200, 200)
+    """
+
+    def __init__(
+        self,
+        replicas: int = 1,
+        *,
+        routing: str | Callable[..., int] = "kv_cost",
+        cost_model: Any = None,
+        kv_blocks: int | None = None,
+        eviction: str = "lru",
+        max_num_seqs: int = 256,
+        max_batched_tokens: int = 8192,
+        chunked_prefill: bool = True,
+        overlap_weight: float = 1.0,
+        temperature: float = 0.0,
+        seed: int | None = 0,
+        timeline_ms: float | None = None,
+        progress: bool = True,
+        fast: bool = True,
+    ) -> None:
+        self.replicas = replicas
+        self.routing = routing
+        self.cost_model = cost_model
+        self.kv_blocks = kv_blocks
+        self.eviction = eviction
+        self.max_num_seqs = max_num_seqs
+        self.max_batched_tokens = max_batched_tokens
+        self.chunked_prefill = chunked_prefill
+        self.overlap_weight = overlap_weight
+        self.temperature = temperature
+        self.seed = seed
+        self.timeline_ms = timeline_ms
+        self.progress = progress
+        self.fast = fast
+
+    def __repr__(self) -> str:
+        return (
+            f"Simulator(replicas={self.replicas}, routing={self.routing!r}, "
+            f"kv_blocks={self.kv_blocks}, eviction={self.eviction!r})"
+        )
+
+    def _cost(self) -> Any:
+        cost = self.cost_model
+        if cost is None:
+            from inferasim.sim.roofline import RooflineCostModel
+
+            cost = RooflineCostModel()
+        for name in ("step_time_ms", "kv_capacity_blocks"):
+            if not callable(getattr(cost, name, None)):
+                raise TypeError(f"cost_model needs a {name}() method, got {cost!r}")
+        return cost
+
+    def _check(self) -> None:
+        def positive_int(name: str) -> None:
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < 1:
+                raise ValueError(f"{name} must be a positive integer, got {v!r}")
+
+        for name in ("replicas", "max_num_seqs", "max_batched_tokens"):
+            positive_int(name)
+        if self.kv_blocks is not None:
+            positive_int("kv_blocks")
+        if self.max_batched_tokens < self.max_num_seqs:
+            raise ValueError(
+                f"max_batched_tokens ({self.max_batched_tokens}) must be >= max_num_seqs "
+                f"({self.max_num_seqs}): every running sequence needs a token each step"
+            )
+        if self.eviction not in EVICTION_POLICIES:
+            raise ValueError(f"eviction must be one of {EVICTION_POLICIES}, got {self.eviction!r}")
+        if self.timeline_ms is not None and not self.timeline_ms > 0:
+            raise ValueError(f"timeline_ms must be > 0, got {self.timeline_ms!r}")
+
+    def run(self, workload: Workload) -> SimResult:
+        """Replay a workload through the fleet.
+
+        Parameters
+        ----------
+        workload : Workload
+            Requests with arrival times, lengths and (optionally) hash ids.
+            Without hash ids every request gets private blocks (no reuse).
+
+        Returns
+        -------
+        SimResult
+            Frames with one row per request, per replica and per timeline
+            sample, and :meth:`SimResult.summary`.
+
+        Examples
+        --------
+        >>> import inferasim as ism
+        >>> wl = ism.Workload.from_requests([0, 5000], [1024, 1024], [4, 4],
+        ...                                 [[1, 2], [1, 3]], block_size=512)
+        >>> res = ism.Simulator(kv_blocks=16, cost_model=ism.LinearCostModel(),
+        ...                     progress=False).run(wl)
+        >>> res.requests["cached_tokens"].tolist()
+        [0, 512]
+        """
+        if not isinstance(workload, Workload):
+            raise TypeError(f"run() needs a Workload, got {type(workload).__name__}")
+        self._check()
+        cost = self._cost()
+        capacity = self.kv_blocks
+        if capacity is None:
+            capacity = cost.kv_capacity_blocks(workload.block_size)
+            if capacity is None:
+                raise ValueError(
+                    "the cost model does not know the KV memory: give kv_blocks= "
+                    "(blocks per replica)"
+                )
+            if capacity < 1:
+                raise ValueError(
+                    f"the cost model leaves no KV memory ({capacity} blocks): the weights do not "
+                    "fit, use a larger GPU or tensor parallelism"
+                )
+        router = make_router(
+            self.routing,
+            overlap_weight=self.overlap_weight,
+            temperature=self.temperature,
+            block_size=workload.block_size,
+        )
+        run = simulate(
+            workload,
+            num_replicas=int(self.replicas),
+            router=router,
+            cost=cost,
+            capacity=int(capacity),
+            max_num_seqs=int(self.max_num_seqs),
+            max_batched_tokens=int(self.max_batched_tokens),
+            chunked_prefill=bool(self.chunked_prefill),
+            eviction=self.eviction,
+            seed=self.seed,
+            sample_ms=self.timeline_ms,
+            jump=bool(self.fast),
+            progress=bool(self.progress),
+        )
+        config = {
+            "replicas": int(self.replicas),
+            "routing": self.routing if isinstance(self.routing, str) else repr(self.routing),
+            "cost_model": repr(cost),
+            "kv_blocks": int(capacity),
+            "block_size": workload.block_size,
+            "eviction": self.eviction,
+            "max_num_seqs": int(self.max_num_seqs),
+            "max_batched_tokens": int(self.max_batched_tokens),
+            "chunked_prefill": bool(self.chunked_prefill),
+            "seed": self.seed,
+        }
+        return SimResult._build(workload, run, config)
