@@ -503,3 +503,30 @@ def test_to_frame_has_list_column():
     assert f["hash_ids"].tolist() == [[1, 2], [3]]
     assert "hash_ids" not in wl.frame.columns
     assert "hash_ids" not in Workload.from_requests([0], [4], [1]).to_frame().columns
+
+
+# --------------------------------------------------- known bugs (see notes)
+
+
+@pytest.mark.xfail(strict=True, reason="bug 7: from_requests silently truncates/accepts bad values")
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        dict(arrival_ms=[0], input_len=[1.5], output_len=[1]),            # truncated to 1
+        dict(arrival_ms=[0], input_len=[-5], output_len=[1]),             # negative length
+        dict(arrival_ms=[0], input_len=[5], output_len=[-1]),
+        dict(arrival_ms=[float("nan"), 0], input_len=[1, 1], output_len=[1, 1]),
+        dict(arrival_ms=[0], input_len=[10], output_len=[1], hash_ids=[[1.7]]),  # id 1.7 -> 1
+    ],
+)
+def test_from_requests_rejects_bad_values(kwargs):
+    with pytest.raises(WorkloadError):
+        Workload.from_requests(**kwargs)
+
+
+@pytest.mark.xfail(strict=True, reason="bug 8: wl.frame is the workload's own frame; "
+                   "mutating it changes the (immutable) workload")
+def test_mutating_the_frame_does_not_change_the_workload():
+    wl = Workload.from_requests([0, 1], [5, 5], [1, 1])
+    wl.frame.loc[0, "input_len"] = 99
+    assert wl.input_len.tolist() == [5, 5]
