@@ -255,3 +255,15 @@ def test_csv_round_trip_keeps_nonzero_first_arrival():
     wl.to_csv(buf)
     buf.seek(0)
     assert Workload.from_csv(buf) == wl
+
+
+# ------------------------------------------------- cross-check of the readers
+
+
+def test_table_reader_agrees_with_mooncake_reader_on_a_trace(synthetic_trace_path):
+    # two independent parsers (record loop in tabular.py, column fast path in mooncake.py)
+    a = Workload.from_csv(synthetic_trace_path)
+    b = Workload.from_mooncake(synthetic_trace_path)
+    assert a == b
+    assert a.frame["line"].tolist() == b.frame["line"].tolist()
+    assert a.describe().equals(b.describe())

@@ -384,6 +384,31 @@ def test_methods_return_new_workloads_and_leave_the_original_alone():
     assert wl.frame.equals(before[2])
 
 
+def rows_of(w: Workload) -> list[tuple]:
+    return [
+        (float(w.arrival_ms[i]), int(w.input_len[i]), int(w.output_len[i]),
+         tuple(w.block_ids(i).tolist()))
+        for i in range(len(w))
+    ]
+
+
+@settings(max_examples=60, deadline=None)
+@given(wl=workloads(), k=st.integers(0, 30), seed=st.integers(0, 100),
+       a=st.floats(0, 1e6), width=st.floats(0, 1e6))
+def test_selections_keep_each_request_with_its_ids(wl, k, seed, a, width):
+    rows = rows_of(wl)
+    assert rows_of(wl.head(k)) == rows[:k]
+    assert rows_of(wl.window(a, a + width, rebase=False)) == [r for r in rows if a <= r[0] < a + width]
+    m = min(k, len(wl))
+    picked = rows_of(wl.sample(m, seed=seed))
+    assert len(picked) == m
+    it = iter(rows)  # a sample is a subsequence of the workload (arrival order kept)
+    assert all(any(r == q for q in it) for r in picked)
+    scaled = rows_of(wl.scale_time(2.0))
+    assert [r[1:] for r in scaled] == [r[1:] for r in rows]
+    assert [r[0] for r in scaled] == [2.0 * r[0] for r in rows]
+
+
 # --------------------------------------------------------------- combination
 
 
@@ -442,14 +467,28 @@ def test_concat_keeps_every_request_with_its_ids(a, b):
     assert len(m) == len(a) + len(b)
     assert np.all(np.diff(m.arrival_ms) >= 0)
 
-    def rows(w):
-        return sorted(
-            (float(w.arrival_ms[i]), int(w.input_len[i]), int(w.output_len[i]),
-             tuple(w.block_ids(i).tolist()))
-            for i in range(len(w))
-        )
+    assert sorted(rows_of(m)) == sorted(rows_of(a) + rows_of(b))
 
-    assert rows(m) == sorted(rows(a) + rows(b))
+
+@settings(max_examples=50, deadline=None)
+@given(a=workloads(max_requests=8), b=workloads(max_requests=8))
+def test_concat_disjoint_ids_separates_sources_and_keeps_structure(a, b):
+    b = Workload.from_requests(b.arrival_ms, b.input_len, b.output_len,
+                               [b.block_ids(i).tolist() for i in range(len(b))],
+                               block_size=a.block_size)
+    m = Workload.concat([a, b], how="append", disjoint_ids=True)
+    assert len(m) == len(a) + len(b)
+    # with "append" the order is a's requests then b's (b starts at a's last arrival)
+    ids_a = [m.block_ids(i).tolist() for i in range(len(a))]
+    ids_b = [m.block_ids(len(a) + i).tolist() for i in range(len(b))]
+    assert not {h for r in ids_a for h in r} & {h for r in ids_b for h in r}
+    for part, ids in ((a, ids_a), (b, ids_b)):
+        orig = [part.block_ids(i).tolist() for i in range(len(part))]
+        assert [len(r) for r in ids] == [len(r) for r in orig]
+        flat_o = [h for r in orig for h in r]
+        flat_n = [h for r in ids for h in r]
+        # same equality pattern: ids are renamed one-to-one
+        assert len(set(zip(flat_o, flat_n, strict=True))) == len(set(flat_o)) == len(set(flat_n))
 
 
 # ------------------------------------------------------------------ equality
