@@ -122,8 +122,12 @@ POLICY_CASE = [[1], [1], [2], [3], [1]]
 
 @pytest.mark.parametrize(
     ("policy", "expected"),
-    [("lru", [0, 1, 0, 0, 0]), ("fifo", [0, 1, 0, 0, 0]), ("lfu", [0, 1, 0, 0, 1]),
-     ("opt", [0, 1, 0, 0, 1])],
+    [
+        ("lru", [0, 1, 0, 0, 0]),
+        ("fifo", [0, 1, 0, 0, 0]),
+        ("lfu", [0, 1, 0, 0, 1]),
+        ("opt", [0, 1, 0, 0, 1]),
+    ],
 )
 def test_policies_by_hand(policy: str, expected: list[int]) -> None:
     assert hits(wl_of(POLICY_CASE), 2, policy) == expected

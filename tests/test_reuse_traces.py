@@ -70,3 +70,25 @@ def test_default_curve_is_dense_and_monotone(conversation: Workload) -> None:
     assert len(curve) >= 150
     assert curve["capacity_blocks"].iloc[-1] == 182_790
     assert (np.diff(curve["token_hit_ratio"]) >= 0).all()
+
+
+def test_structure_on_conversation(conversation: Workload) -> None:
+    from inferasim.reuse import popularity, prefix_tree, reuse_distance, sessions
+
+    # prefix-closed trace: a re-referenced block's predecessors were in the
+    # same earlier request, so re-references are exactly the infinite hits
+    rd = reuse_distance(conversation)
+    assert len(rd) == infinite_hit_ratio(conversation).hit_blocks == 105_710
+    assert (rd["stack_distance"] >= 1).all() and (rd["time_since_ms"] >= 0).all()
+    pop = popularity(conversation)
+    assert pop.blocks["requests"].sum() == 288_500  # no id repeats inside a request
+    assert pop.blocks["hash_id"].iloc[0] == 0 and pop.blocks["requests"].iloc[0] == 12_031
+    assert 0 < pop.zipf_exponent < 3
+    tree = prefix_tree(conversation)
+    assert tree.nodes["ends"].sum() == 12_031
+    assert tree.root_children == 1  # every request starts with block 0
+    s = sessions(conversation)
+    linked = s.requests[s.requests["parent"] >= 0]
+    assert len(linked) > 3_000
+    assert (linked["gap_ms"] > 0).all() and (linked["growth_tokens"] >= 0).all()
+    assert s.sessions["turns"].sum() == 12_031

@@ -2,9 +2,17 @@
 
 All functions take a :class:`~inferasim.workload.Workload` with hash ids and
 return plain pandas objects with documented columns (units: blocks, tokens,
-ms). The cache replay semantics (lookup of the leading run, then touch of
-every block, tail-first by default) are stated once in
+ms). The cache replay semantics (lookup of the leading run of cached ids,
+then a touch of every block, tail-first by default; partial last blocks
+count unless ``full_blocks_only=True``) are stated once in
 :mod:`inferasim.reuse.replay` and shared by every function.
+
+* :func:`hit_rate_curve`: hit ratio against capacity (LRU in one pass);
+* :func:`replay_cache`: per-request hits of one cache (LRU, FIFO, LFU, OPT);
+* :func:`infinite_hit_ratio`: the reuse ceiling;
+* :func:`popularity`, :func:`reuse_distance`, :func:`prefix_tree`,
+  :func:`sessions`: the structure of the reuse;
+* :func:`partitioned_hit_rate`: local (split) versus global (pooled) caches.
 
 Examples
 --------
@@ -21,12 +29,25 @@ from __future__ import annotations
 
 from inferasim.reuse.ceiling import ReuseCeiling, infinite_hit_ratio
 from inferasim.reuse.curve import hit_rate_curve
+from inferasim.reuse.distance import reuse_distance
+from inferasim.reuse.partition import partitioned_hit_rate
+from inferasim.reuse.popularity import Popularity, popularity
 from inferasim.reuse.replay import POLICIES, replay_cache
+from inferasim.reuse.sessions import Sessions, sessions
+from inferasim.reuse.tree import PrefixTree, prefix_tree
 
 __all__ = [
     "POLICIES",
+    "Popularity",
+    "PrefixTree",
     "ReuseCeiling",
+    "Sessions",
     "hit_rate_curve",
     "infinite_hit_ratio",
+    "partitioned_hit_rate",
+    "popularity",
+    "prefix_tree",
     "replay_cache",
+    "reuse_distance",
+    "sessions",
 ]

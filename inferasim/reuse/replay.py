@@ -169,8 +169,12 @@ def _next_use(refs: BlockRefs, compact: np.ndarray, flat_pos: np.ndarray) -> np.
 
 
 def _opt(
-    look: list[list[int]], touch: list[list[int]], keys: list[list[int]], capacity: int,
-    id_at: list[int], never: int,
+    look: list[list[int]],
+    touch: list[list[int]],
+    keys: list[list[int]],
+    capacity: int,
+    id_at: list[int],
+    never: int,
 ) -> list[int]:
     cache: dict[int, int] = {}  # id -> flat position of its next use
     heap: list[int] = []  # negated next-use positions (max-heap), stale entries skipped
@@ -220,7 +224,9 @@ def replay_hits(
         hits = _opt(look, order, keys, capacity, refs.compact.tolist(), never)
     else:
         run: Callable[[list[list[int]], list[list[int]], int], list[int]] = {
-            "lru": _lru, "fifo": _fifo, "lfu": _lfu
+            "lru": _lru,
+            "fifo": _fifo,
+            "lfu": _lfu,
         }[policy]
         hits = run(look, order, capacity)
     return np.asarray(hits, dtype=np.int64)

@@ -1,0 +1,211 @@
+"""Multi-turn chains inferred from requests that extend an earlier request's ids."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from inferasim.reuse._refs import block_refs
+from inferasim.reuse._trie import build_trie
+from inferasim.workload import Workload
+
+__all__ = ["Sessions", "sessions"]
+
+
+@dataclass(frozen=True)
+class Sessions:
+    """Inferred conversation chains.
+
+    Attributes
+    ----------
+    requests : pandas.DataFrame
+        One row per request (index ``request_id``): ``session`` (request id
+        of the chain's first turn), ``turn`` (1-based), ``parent``
+        (previous turn, ``-1`` for a first turn), ``shared_blocks`` (the
+        previous turn's full blocks this request starts with),
+        ``gap_ms`` (arrival minus the previous turn's arrival),
+        ``growth_blocks`` and ``growth_tokens`` (this request's blocks and
+        ``input_len`` minus the previous turn's); the last three are NaN
+        for first turns.
+    sessions : pandas.DataFrame
+        One row per chain (index ``session``): ``turns``, ``first_ms``,
+        ``last_ms``, ``duration_ms``, ``mean_gap_ms``,
+        ``first_input_len`` and ``max_input_len`` (tokens).
+    """
+
+    requests: pd.DataFrame
+    sessions: pd.DataFrame
+
+    def turn_distribution(self) -> pd.Series:
+        """Number of chains by turn count.
+
+        Examples
+        --------
+        >>> wl = Workload.from_requests([0, 5, 9], [4, 7, 2], [1] * 3,
+        ...                             [[1, 2], [1, 2, 3, 4], [8]], block_size=2)
+        >>> sessions(wl).turn_distribution().to_dict()
+        {1: 1, 2: 1}
+        """
+        out = self.sessions["turns"].value_counts().sort_index()
+        out.index.name = "turns"
+        return out.rename("sessions")
+
+
+def _link(
+    node_of_ref: list[int],
+    offsets: list[int],
+    full: list[int],
+    need: list[int],
+    input_len: list[int],
+    min_shared: int,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Previous turn and shared blocks of every request (``-1``/0 for none)."""
+    n = len(full)
+    anchors: dict[int, list[int]] = {}  # node -> requests whose full ids end there
+    parent = [-1] * n
+    shared = [0] * n
+    for j in range(n):
+        start, stop = offsets[j], offsets[j + 1]
+        size = input_len[j]
+        for depth in range(stop - start - 1, min_shared - 1, -1):
+            candidates = anchors.get(node_of_ref[start + depth - 1])
+            if not candidates:
+                continue
+            for i in reversed(candidates):  # latest first
+                if need[i] <= size:
+                    parent[j], shared[j] = i, depth
+                    break
+            if parent[j] >= 0:
+                break
+        if full[j] >= min_shared:
+            anchors.setdefault(node_of_ref[start + full[j] - 1], []).append(j)
+    return np.asarray(parent, dtype=np.int64), np.asarray(shared, dtype=np.int64)
+
+
+def sessions(
+    workload: Workload, *, min_shared_blocks: int = 2, contains_answer: bool = True
+) -> Sessions:
+    """Infer multi-turn chains: a request that extends an earlier one is its next turn.
+
+    A request's *full ids* are its hash ids without a partial last block
+    (the next turn appends to that block, so its id changes). Request ``j``
+    is a next turn of an earlier request ``i`` when ``i``'s full ids are a
+    leading run of ``j``'s ids, ``j`` has more ids than that run, the run
+    holds at least ``min_shared_blocks`` blocks (so requests sharing only a
+    short system prompt are not chained), and ``j``'s prompt is long enough
+    to hold ``i``'s prompt and answer (``input_len[j] >= input_len[i] +
+    output_len[i]``; with ``contains_answer=False`` merely longer). The
+    last test tells a conversation's next turn from a sibling request that
+    shares a document prefix. Among candidates the longest run wins, then
+    the latest request. Chains may branch (two requests extending the same
+    turn): each request has one parent and ``turn`` is its depth.
+
+    Parameters
+    ----------
+    workload : Workload
+        A workload with hash ids.
+    min_shared_blocks : int, default 2
+        Shortest previous turn (in full blocks) that can start a chain.
+    contains_answer : bool, default True
+        Require the next prompt to hold the previous prompt and answer.
+
+    Returns
+    -------
+    Sessions
+        ``requests`` (one row per request) and ``sessions`` (one row per
+        chain) frames.
+
+    Raises
+    ------
+    WorkloadError
+        When the workload has no hash ids.
+
+    Examples
+    --------
+    Request 0 holds 3 tokens in 2 blocks (block 2 partial) and answers 1
+    token; request 1 (7 tokens >= 3 + 1) starts with request 0's full block
+    1 then grows; request 2 is unrelated:
+
+    >>> wl = Workload.from_requests([0, 5, 9], [3, 7, 2], [1] * 3,
+    ...                             [[1, 2], [1, 6, 3, 4], [8]], block_size=2)
+    >>> s = sessions(wl, min_shared_blocks=1)
+    >>> s.requests[["session", "turn", "parent", "shared_blocks", "gap_ms", "growth_tokens"]]
+                session  turn  parent  shared_blocks  gap_ms  growth_tokens
+    request_id
+    0                 0     1      -1            NaN     NaN            NaN
+    1                 0     2       0            1.0     5.0            4.0
+    2                 2     1      -1            NaN     NaN            NaN
+    """
+    if int(min_shared_blocks) != min_shared_blocks or min_shared_blocks < 1:
+        raise ValueError(f"min_shared_blocks must be a positive integer, got {min_shared_blocks!r}")
+    refs = block_refs(workload)
+    trie = build_trie(refs)
+    n = refs.n_requests
+    lengths = np.diff(refs.offsets)
+    has = lengths > 0
+    last_tokens = np.zeros(n, dtype=np.int64)
+    last_tokens[has] = refs.tokens[refs.offsets[1:][has] - 1]
+    full = lengths - (has & (last_tokens < refs.block_size))
+    need = refs.input_len + (workload.output_len if contains_answer else 1)
+    parent, shared = _link(
+        trie.node_of_ref.tolist(),
+        refs.offsets.tolist(),
+        full.tolist(),
+        need.tolist(),
+        refs.input_len.tolist(),
+        int(min_shared_blocks),
+    )
+    turn = np.ones(n, dtype=np.int64)
+    session = np.arange(n, dtype=np.int64)
+    par = parent.tolist()
+    turn_l, sess_l = turn.tolist(), session.tolist()
+    for j in range(n):  # parents come first
+        p = par[j]
+        if p >= 0:
+            turn_l[j] = turn_l[p] + 1
+            sess_l[j] = sess_l[p]
+    turn = np.asarray(turn_l, dtype=np.int64)
+    session = np.asarray(sess_l, dtype=np.int64)
+    arrival = refs.arrival_ms
+    linked = parent >= 0
+    pp = np.maximum(parent, 0)
+    req = pd.DataFrame(
+        {
+            "session": session,
+            "turn": turn,
+            "parent": parent,
+            "shared_blocks": np.where(linked, shared, np.nan),
+            "gap_ms": np.where(linked, arrival - arrival[pp], np.nan),
+            "growth_blocks": np.where(linked, lengths - lengths[pp], np.nan),
+            "growth_tokens": np.where(linked, refs.input_len - refs.input_len[pp], np.nan),
+        }
+    )
+    req.index.name = "request_id"
+    grouped = pd.DataFrame(
+        {"session": session, "arrival_ms": arrival, "input_len": refs.input_len}
+    ).groupby("session", sort=True)
+    summary = pd.DataFrame(
+        {
+            "turns": grouped.size(),
+            "first_ms": grouped["arrival_ms"].min(),
+            "last_ms": grouped["arrival_ms"].max(),
+            "first_input_len": grouped["input_len"].first(),
+            "max_input_len": grouped["input_len"].max(),
+        }
+    )
+    summary["duration_ms"] = summary["last_ms"] - summary["first_ms"]
+    summary["mean_gap_ms"] = req.groupby("session")["gap_ms"].mean()
+    summary = summary[
+        [
+            "turns",
+            "first_ms",
+            "last_ms",
+            "duration_ms",
+            "mean_gap_ms",
+            "first_input_len",
+            "max_input_len",
+        ]
+    ]
+    return Sessions(requests=req, sessions=summary)
