@@ -62,8 +62,14 @@ NODE_CACHE_TOKENS: int = 3_000_000
 FLEET_REPLICAS: int = 10
 #: Eviction policies of the hit-rate study (``opt`` is Belady's offline optimum).
 POLICIES: tuple[str, ...] = ("lru", "fifo", "lfu", "opt")
-#: Routing policies of the TTFT study.
-ROUTING_POLICIES: tuple[str, ...] = ("random", "least_loaded", "cache_aware", "kv_cost")
+#: Routing policies of the TTFT study (``longest_match`` is :class:`LongestMatchRouter`).
+ROUTING_POLICIES: tuple[str, ...] = (
+    "random",
+    "least_loaded",
+    "cache_aware",
+    "longest_match",
+    "kv_cost",
+)
 
 _LABELS = {
     "lru": "LRU",
@@ -74,6 +80,7 @@ _LABELS = {
     "random": "random",
     "least_loaded": "least-loaded",
     "cache_aware": "cache-aware",
+    "longest_match": "pure longest-match",
     "kv_cost": "cache + load cost",
     "hash_first_block": "sticky (first block)",
 }
@@ -210,7 +217,7 @@ class Study:
     --------
     >>> wl = Workload.from_requests([0, 1, 2], [1024] * 3, [4] * 3, [[1, 2], [1, 3], [1, 2]])
     >>> study = Study(workloads={"tiny": wl})
-    >>> study.ceilings.loc["tiny", "ceiling_token_hit_ratio"]
+    >>> float(study.ceilings.loc["tiny", "ceiling_token_hit_ratio"])
     0.5
     """
 
@@ -273,7 +280,14 @@ class Study:
                 grid = capacity_grid(per_decade=curve_points(policy), block_size=wl.block_size)
                 curve = hit_rate_curve(wl, grid, policy)
                 frames.append(curve.assign(trace=name, policy=policy))
-        cols = ["trace", "policy", "capacity_blocks", "capacity_tokens", "block_hit_ratio", "token_hit_ratio"]
+        cols = [
+            "trace",
+            "policy",
+            "capacity_blocks",
+            "capacity_tokens",
+            "block_hit_ratio",
+            "token_hit_ratio",
+        ]
         return pd.concat(frames, ignore_index=True)[cols]
 
     @cached_property
@@ -326,7 +340,7 @@ class Study:
                 out[trace, policy] = simulate(
                     wl,
                     replicas=FLEET_REPLICAS,
-                    routing=policy,
+                    routing=LongestMatchRouter() if policy == "longest_match" else policy,
                     kv_blocks=NODE_CACHE_TOKENS // wl.block_size,
                 )
         return out
@@ -369,9 +383,13 @@ def hit_rate_curve(wl: Workload, capacities_blocks: np.ndarray, policy: str) -> 
 
     Examples
     --------
+    Request 1 repeats request 0's two blocks. Touches go tail-first, so the
+    head block is the most recent: one block of cache keeps it (1 of 4
+    block references hit), two blocks keep both (2 of 4).
+
     >>> wl = Workload.from_requests([0, 1], [1024, 1024], [1, 1], [[1, 2], [1, 2]])
     >>> hit_rate_curve(wl, np.array([1, 2]), "lru")["block_hit_ratio"].tolist()
-    [0.0, 0.5]
+    [0.25, 0.5]
     """
     from inferasim import reuse
 
@@ -396,8 +414,10 @@ def local_vs_global(
     """Token hit ratio of ``replicas`` local caches against one pooled cache.
 
     Each node has ``capacity_tokens`` of LRU cache; requests are spread over
-    nodes by each rule in ``assigns`` (``round_robin`` is request index mod
-    ``replicas``); the pooled cache holds ``replicas * capacity_tokens``.
+    nodes by each rule in ``assigns`` (see
+    :func:`inferasim.reuse.partitioned_hit_rate`: ``random``,
+    ``round_robin``, ``hash_first_block``); the pooled cache holds
+    ``replicas * capacity_tokens``.
 
     Returns
     -------
@@ -417,46 +437,69 @@ def local_vs_global(
     rows = []
     for name, wl in workloads.items():
         blocks = int(capacity_tokens) // wl.block_size
-        pooled = hit_rate_curve(wl, np.array([blocks * replicas]), "lru")
         ceiling = float(wl.describe()["infinite_token_hit_ratio"])
         for assign in assigns:
-            rule: Any = assign
-            if assign == "round_robin":
-                rule = _round_robin(replicas)
-            part = reuse.partitioned_hit_rate(wl, blocks * replicas, replicas, assign=rule)
+            part = reuse.partitioned_hit_rate(wl, blocks * replicas, replicas, assign=assign)
             rows.append(
                 {
                     "trace": name,
                     "assign": assign,
-                    "local_token_hit_ratio": _partitioned_token_ratio(part),
-                    "global_token_hit_ratio": float(pooled["token_hit_ratio"].iloc[0]),
+                    "local_token_hit_ratio": float(part.loc["partitioned", "token_hit_ratio"]),
+                    "global_token_hit_ratio": float(part.loc["pooled", "token_hit_ratio"]),
                     "ceiling_token_hit_ratio": ceiling,
                 }
             )
     return pd.DataFrame(rows)
 
 
-def _round_robin(replicas: int) -> Callable[[Workload], np.ndarray]:
-    def assign(wl: Workload) -> np.ndarray:
-        return np.arange(len(wl)) % replicas
-
-    return assign
-
-
-def _partitioned_token_ratio(part: Any) -> float:
-    """The overall token hit ratio out of whatever partitioned_hit_rate returns."""
-    if isinstance(part, pd.DataFrame):
-        if "token_hit_ratio" in part.columns and "all" in part.index:
-            return float(part.loc["all", "token_hit_ratio"])
-        if {"hit_tokens", "prompt_tokens"} <= set(part.columns):
-            return float(part["hit_tokens"].sum() / part["prompt_tokens"].sum())
-        raise TypeError(f"unexpected partitioned_hit_rate frame: {list(part.columns)}")
-    if isinstance(part, pd.Series | Mapping):
-        return float(part["token_hit_ratio"])
-    return float(part.token_hit_ratio)
-
-
 # --------------------------------------------------------------- simulator wrappers
+class LongestMatchRouter:
+    """Pure longest-prefix-match routing on the router's own record of placements.
+
+    The router remembers every block id it has sent to each replica (like
+    the approximate radix tree of a cache-aware router, without eviction)
+    and sends a request to the replica with the longest leading run of its
+    ids already sent there; ties (including no match anywhere) go to the
+    replica that has received the fewest requests, then the lowest index.
+    There is no load term. When every request starts with the same block,
+    as in the FAST'25 conversation trace, the first replica matches every
+    later request by at least one block and the others never do, so all
+    traffic lands on it.
+
+    Examples
+    --------
+    Requests 0 and 1 share nothing and spread; request 2 extends request 0's
+    first block and follows it; request 3 matches nothing and goes to the
+    replica with the fewest requests.
+
+    >>> from inferasim.sim.router import Request
+    >>> router = LongestMatchRouter()
+    >>> router.reset(3, seed=0)
+    >>> [router(Request(i, 0.0, 1024, 1, ids), ()) for i, ids in
+    ...  enumerate([(7, 1), (8, 2), (7, 3), (9,)])]
+    [0, 1, 0, 2]
+    """
+
+    def reset(self, num_replicas: int, seed: int | None) -> None:
+        """Forget every placement (called by the simulator before a run)."""
+        self._sent: list[set[int]] = [set() for _ in range(num_replicas)]
+        self._count = [0] * num_replicas
+
+    def __call__(self, request: Any, replicas: Sequence[Any]) -> int:
+        ids = request.hash_ids
+        best, best_key = 0, None
+        for r, sent in enumerate(self._sent):
+            run = 0
+            while run < len(ids) and ids[run] in sent:
+                run += 1
+            key = (-run, self._count[r])
+            if best_key is None or key < best_key:
+                best, best_key = r, key
+        self._sent[best].update(ids)
+        self._count[best] += 1
+        return best
+
+
 def simulate(wl: Workload, **config: Any) -> Any:
     """Run :class:`inferasim.Simulator` with ``config`` (seed 0) on ``wl``.
 
@@ -469,15 +512,18 @@ def simulate(wl: Workload, **config: Any) -> Any:
     from inferasim.sim import Simulator
 
     config.setdefault("seed", 0)
-    return Simulator(**config).run(wl, progress=False)
+    config.setdefault("progress", False)
+    return Simulator(**config).run(wl)
 
 
 def routing_summary(results: Mapping[tuple[str, str], Any]) -> pd.DataFrame:
     """One row per (trace, routing) with latency percentiles and load balance.
 
     Columns ``trace``, ``routing``, ``ttft_p50_ms``, ``ttft_p99_ms``,
-    ``tpot_p50_ms``, ``token_hit_ratio`` (cached / prompt tokens) and
-    ``busiest_share`` (the busiest replica's share of requests).
+    ``tpot_p50_ms``, ``token_hit_ratio`` (cached / prompt tokens),
+    ``busiest_share`` (the busiest replica's share of requests) and
+    ``rejected`` (requests that can never fit), from
+    :meth:`inferasim.sim.SimResult.summary`.
 
     Examples
     --------
@@ -488,17 +534,17 @@ def routing_summary(results: Mapping[tuple[str, str], Any]) -> pd.DataFrame:
     """
     rows = []
     for (trace, routing), result in results.items():
-        req = result.requests
-        counts = req["replica"].value_counts()
+        summary = result.summary()
         rows.append(
             {
                 "trace": trace,
                 "routing": routing,
-                "ttft_p50_ms": float(req["ttft_ms"].quantile(0.5)),
-                "ttft_p99_ms": float(req["ttft_ms"].quantile(0.99)),
-                "tpot_p50_ms": float(req["tpot_ms"].quantile(0.5)),
-                "token_hit_ratio": float(req["cached_tokens"].sum() / req["input_len"].sum()),
-                "busiest_share": float(counts.max() / len(req)),
+                "ttft_p50_ms": float(summary["ttft_ms_p50"]),
+                "ttft_p99_ms": float(summary["ttft_ms_p99"]),
+                "tpot_p50_ms": float(summary["tpot_ms_p50"]),
+                "token_hit_ratio": float(summary["token_hit_ratio"]),
+                "busiest_share": float(summary["max_replica_share"]),
+                "rejected": int(summary["rejected"]),
             }
         )
     return pd.DataFrame(rows)
@@ -536,11 +582,30 @@ TEACHING_KV_BLOCKS: int = 96
 TEACHING: dict[str, Experiment] = {
     e.name: e
     for e in (
-        Experiment("zipf", "prefix_zipf", (0.0, 0.5, 1.0, 1.5, 2.0), "prefix popularity skew (Zipf s)"),
+        Experiment(
+            "zipf", "prefix_zipf", (0.0, 0.5, 1.0, 1.5, 2.0), "prefix popularity skew (Zipf s)"
+        ),
         Experiment("prefixes", "num_prefixes", (4, 16, 64, 256), "distinct prefixes", log_x=True),
-        Experiment("prefix_len", "prefix_len", (512, 1024, 2048, 3072, 4096), "shared prefix length (tokens)"),
-        Experiment("burstiness", "burstiness", (0.1, 0.25, 0.5, 1.0, 4.0), "gamma shape (lower = burstier)", log_x=True),
-        Experiment("cache_size", "kv_blocks", (16, 32, 64, 128, 256, 512), "KV cache (blocks of 512 tokens)", log_x=True),
+        Experiment(
+            "prefix_len",
+            "prefix_len",
+            (512, 1024, 2048, 3072, 4096),
+            "shared prefix length (tokens)",
+        ),
+        Experiment(
+            "burstiness",
+            "burstiness",
+            (0.1, 0.25, 0.5, 1.0, 4.0),
+            "gamma shape (lower = burstier)",
+            log_x=True,
+        ),
+        Experiment(
+            "cache_size",
+            "kv_blocks",
+            (16, 32, 64, 128, 256, 512),
+            "KV cache (blocks of 512 tokens)",
+            log_x=True,
+        ),
     )
 }
 
@@ -632,7 +697,9 @@ def plot_trace_lengths(workloads: Mapping[str, Workload]) -> Figure:
             for ax, values in zip(axes[0], (wl.input_len, wl.output_len), strict=True):
                 x, y = _ecdf(values)
                 ax.step(x, y, where="post", color=style.color(name, i), label=name)
-        for ax, what in zip(axes[0], ("prompt length (tokens)", "output length (tokens)"), strict=True):
+        for ax, what in zip(
+            axes[0], ("prompt length (tokens)", "output length (tokens)"), strict=True
+        ):
             ax.set_xscale("log")
             ax.xaxis.set_major_formatter(TOKENS)
             ax.set_xlabel(what)
@@ -706,11 +773,15 @@ def plot_block_popularity(workloads: Mapping[str, Workload]) -> Figure:
     return fig
 
 
-def plot_reuse_distance(workloads: Mapping[str, Workload], mark_tokens: float = NODE_CACHE_TOKENS) -> Figure:
+def plot_reuse_distance(
+    workloads: Mapping[str, Workload], mark_tokens: float = NODE_CACHE_TOKENS
+) -> Figure:
     """CDF of block reuse distances (distinct tokens touched in between).
 
-    A block re-referenced at reuse distance ``d`` tokens hits in an LRU cache
-    of more than ``d`` tokens; the dashed line marks a 3M-token cache.
+    A block re-referenced at reuse distance ``d`` tokens (LRU stack
+    distance) is still in an LRU cache of ``d`` tokens or more; the curve
+    tops out at the share of references that repeat an earlier block. The
+    dashed line marks a 3M-token cache.
 
     Examples
     --------
@@ -718,20 +789,22 @@ def plot_reuse_distance(workloads: Mapping[str, Workload], mark_tokens: float = 
     >>> plot_reuse_distance({"t": wl}).axes[0].get_xlabel()
     'reuse distance (tokens)'
     """
-    from inferasim import reuse
-
     with style.paper_style():
         fig, axes = _figure(style.SINGLE)
         ax = axes[0, 0]
         for i, (name, wl) in enumerate(workloads.items()):
-            dist = _reuse_distance_tokens(reuse.reuse_distance(wl), wl.block_size)
+            dist = reuse_distance_tokens(wl)
             total = dist.size
             finite = np.sort(dist[np.isfinite(dist)])
             if finite.size:
                 y = np.arange(1, finite.size + 1) / total
-                ax.step(np.maximum(finite, 1), y, where="post", color=style.color(name, i), label=name)
+                ax.step(
+                    np.maximum(finite, 1), y, where="post", color=style.color(name, i), label=name
+                )
         ax.axvline(mark_tokens, color="0.4", ls="--", lw=0.8)
-        ax.text(mark_tokens, 0.02, f" {_tokens_formatter(mark_tokens)} tokens", fontsize=6, color="0.3")
+        ax.text(
+            mark_tokens, 0.02, f" {_tokens_formatter(mark_tokens)} tokens", fontsize=6, color="0.3"
+        )
         ax.set_xscale("log")
         ax.xaxis.set_major_formatter(TOKENS)
         ax.set_xlabel("reuse distance (tokens)")
@@ -741,16 +814,25 @@ def plot_reuse_distance(workloads: Mapping[str, Workload], mark_tokens: float = 
     return fig
 
 
-def _reuse_distance_tokens(frame: Any, block_size: int) -> np.ndarray:
-    """Reuse distance in tokens per block reference (inf for first references)."""
-    if isinstance(frame, pd.DataFrame):
-        for col, scale in (("distance_tokens", 1), ("reuse_distance_tokens", 1), ("distance_blocks", block_size), ("reuse_distance", block_size), ("distance", block_size)):
-            if col in frame.columns:
-                d = frame[col].to_numpy(dtype=float) * scale
-                return np.where(np.isnan(d), np.inf, d)
-        raise TypeError(f"unexpected reuse_distance frame: {list(frame.columns)}")
-    d = np.asarray(frame, dtype=float) * block_size
-    return np.where(np.isnan(d) | (d < 0), np.inf, d)
+def reuse_distance_tokens(wl: Workload) -> np.ndarray:
+    """LRU stack distance in tokens of every block reference (inf for first uses).
+
+    From :func:`inferasim.reuse.reuse_distance` (stack distance in blocks
+    times ``block_size``), one value per entry of ``wl.hash_ids``.
+
+    Examples
+    --------
+    >>> wl = Workload.from_requests([0, 1, 2], [512] * 3, [1] * 3, [[1], [2], [1]])
+    >>> reuse_distance_tokens(wl).tolist()
+    [inf, inf, 1024.0]
+    """
+    from inferasim import reuse
+
+    frame = reuse.reuse_distance(wl)
+    out = np.full(wl.hash_ids.size, np.inf)
+    flat = wl.offsets[frame["request_id"].to_numpy()] + frame["position"].to_numpy()
+    out[flat] = frame["stack_distance"].to_numpy(dtype=float) * wl.block_size
+    return out
 
 
 def cached_prefix_tokens(wl: Workload) -> np.ndarray:
@@ -774,40 +856,116 @@ def cached_prefix_tokens(wl: Workload) -> np.ndarray:
 
 
 def plot_prefix_structure(workloads: Mapping[str, Workload]) -> Figure:
-    """How much of each prompt an infinite cache serves, and where reuse comes from.
+    """Prefix sharing and multi-turn structure, one line per trace.
 
-    Left: ECDF of the share of each prompt found in an infinite cache (the
-    request's leading run of already-seen blocks). Right: ECDF of that
-    cached prefix length in tokens, among requests with any hit.
+    Left: ECDF of the share of each prompt an infinite cache would serve
+    (the leading run of already-seen blocks). Middle: share of requests by
+    their turn in an inferred conversation chain
+    (:func:`inferasim.reuse.sessions`). Right: ECDF of the time between
+    consecutive turns, which is how long a cache must keep a conversation.
 
     Examples
     --------
-    >>> wl = Workload.from_requests([0, 1], [1024, 1024], [1, 1], [[1, 2], [1, 3]])
-    >>> len(plot_prefix_structure({"t": wl}).axes)
-    2
+    >>> wl = Workload.from_requests([0, 1000], [1024, 2048], [1, 1], [[1, 2], [1, 2, 3, 4]])
+    >>> [ax.get_xlabel() for ax in plot_prefix_structure({"t": wl}).axes]
+    ['prompt share served by an infinite cache', 'turn in conversation', 'time between turns (s)']
     """
+    from inferasim import reuse
+
     with style.paper_style():
-        fig, axes = _figure(style.DOUBLE, ncols=2)
+        fig, axes = _figure(style.DOUBLE, ncols=3)
+        a, b, c = axes[0]
+        max_turn = 1
         for i, (name, wl) in enumerate(workloads.items()):
-            cached = cached_prefix_tokens(wl)
-            share = cached / np.maximum(wl.input_len, 1)
-            c = style.color(name, i)
+            color = style.color(name, i)
+            share = cached_prefix_tokens(wl) / np.maximum(wl.input_len, 1)
             x, y = _ecdf(share)
-            axes[0, 0].step(x, y, where="post", color=c, label=name)
-            x, y = _ecdf(cached[cached > 0])
-            axes[0, 1].step(x, y, where="post", color=c, label=name)
-        axes[0, 0].set_xlabel("prompt share with a cached prefix")
-        axes[0, 0].xaxis.set_major_formatter(PercentFormatter(1.0))
-        axes[0, 1].set_xlabel("cached prefix length (tokens)")
-        axes[0, 1].set_xscale("log")
-        axes[0, 1].xaxis.set_major_formatter(TOKENS)
-        for ax in axes[0]:
-            ax.set_ylabel("fraction of requests")
-            ax.set_ylim(0, 1.01)
-        axes[0, 0].legend(loc="upper left")
-        axes[0, 0].set_title("reused share of each prompt (infinite cache)")
-        axes[0, 1].set_title("cached prefix length, requests with a hit")
+            a.step(x, y, where="post", color=color, label=name)
+            turns = reuse.sessions(wl).requests
+            by_turn = turns["turn"].value_counts().sort_index() / len(turns)
+            b.plot(by_turn.index, by_turn.to_numpy(), marker="o", ms=2.5, color=color, label=name)
+            max_turn = max(max_turn, int(by_turn.index.max()))
+            gaps = turns["gap_ms"].dropna().to_numpy() / 1000.0
+            if gaps.size:
+                x, y = _ecdf(gaps)
+                c.step(np.maximum(x, 1e-3), y, where="post", color=color, label=name)
+        a.set_xlabel("prompt share served by an infinite cache")
+        a.xaxis.set_major_formatter(PercentFormatter(1.0))
+        a.set_ylabel("fraction of requests")
+        a.set_ylim(0, 1.01)
+        a.set_title("reusable prefix per prompt")
+        a.legend(loc="upper left")
+        b.set_xlabel("turn in conversation")
+        b.set_ylabel("share of requests")
+        b.set_yscale("log")
+        b.set_xscale("log")
+        b.xaxis.set_major_formatter(FuncFormatter(lambda v, _p: f"{v:g}"))
+        b.set_title("multi-turn chains")
+        c.set_xlabel("time between turns (s)")
+        c.set_ylabel("fraction of follow-up turns")
+        c.set_xscale("log")
+        c.xaxis.set_major_formatter(FuncFormatter(lambda v, _p: f"{v:g}"))
+        c.set_ylim(0, 1.01)
+        c.set_title("gap before the next turn")
     return fig
+
+
+def session_stats(wl: Workload) -> dict[str, float]:
+    """Multi-turn statistics of a workload from :func:`inferasim.reuse.sessions`.
+
+    Returns
+    -------
+    dict
+        ``multi-turn sessions`` (chains of two turns or more),
+        ``requests in multi-turn sessions`` (share), ``mean turns per
+        multi-turn session``, ``median gap between turns (s)``.
+
+    Examples
+    --------
+    >>> wl = Workload.from_requests([0, 2000, 5000], [1024, 2048, 512], [1] * 3,
+    ...                             [[1, 2], [1, 2, 3, 4], [9]])
+    >>> session_stats(wl)
+    {'multi-turn sessions': 1, 'requests in multi-turn sessions': 0.6666666666666666, 'mean turns per multi-turn session': 2.0, 'median gap between turns (s)': 2.0}
+    """
+    from inferasim import reuse
+
+    s = reuse.sessions(wl)
+    multi = s.sessions[s.sessions["turns"] >= 2]
+    gaps = s.requests["gap_ms"].dropna()
+    return {
+        "multi-turn sessions": int(len(multi)),
+        "requests in multi-turn sessions": float(multi["turns"].sum() / max(len(wl), 1)),
+        "mean turns per multi-turn session": float(multi["turns"].mean()) if len(multi) else 0.0,
+        "median gap between turns (s)": float(gaps.median() / 1000.0)
+        if len(gaps)
+        else float("nan"),
+    }
+
+
+def tree_stats(wl: Workload) -> dict[str, float]:
+    """Radix-tree statistics of a workload from :func:`inferasim.reuse.prefix_tree`.
+
+    Returns
+    -------
+    dict
+        ``distinct first blocks``, ``radix nodes``, ``shared prefixes``
+        (nodes on two requests' paths or more), ``mean leaf depth (tokens)``.
+
+    Examples
+    --------
+    >>> wl = Workload.from_requests([0, 1], [1536, 1536], [1, 1], [[1, 2, 3], [1, 2, 4]])
+    >>> tree_stats(wl)["shared prefixes"], tree_stats(wl)["mean leaf depth (tokens)"]
+    (1, 1536.0)
+    """
+    from inferasim import reuse
+
+    summary = reuse.prefix_tree(wl).summary()
+    return {
+        "distinct first blocks": int(summary["root_children"]),
+        "radix nodes": int(summary["nodes"]),
+        "shared prefixes": int(summary["shared_nodes"]),
+        "mean leaf depth (tokens)": float(summary["mean_leaf_depth_blocks"] * wl.block_size),
+    }
 
 
 def draw_hit_rate_curve(
@@ -869,18 +1027,35 @@ def plot_hit_rate_capacity(
             for policy in dict.fromkeys(sub["policy"]):
                 curve = sub[sub["policy"] == policy]
                 draw_hit_rate_curve(
-                    ax, curve, color=style.color(policy), label=label(policy), marker=style.marker(policy)
+                    ax,
+                    curve,
+                    color=style.color(policy),
+                    label=label(policy),
+                    marker=style.marker(policy),
                 )
             ceiling = float(ceilings.loc[trace, "ceiling_token_hit_ratio"])
             ax.axhline(ceiling, color="0.3", ls=":", lw=0.9)
-            ax.text(CAPACITY_RANGE[0] * 1.2, ceiling + 0.012, f"ceiling (infinite cache) {ceiling:.1%}",
-                    fontsize=6.5, color="0.2")
+            ax.text(
+                CAPACITY_RANGE[0] * 1.2,
+                ceiling + 0.012,
+                f"ceiling (infinite cache) {ceiling:.1%}",
+                fontsize=6.5,
+                color="0.2",
+            )
             node = node_cache[(node_cache["trace"] == trace) & (node_cache["policy"] == "lru")]
             if len(node):
                 row = node.iloc[0]
                 ax.axvline(row["capacity_tokens"], color="0.4", ls="--", lw=0.8)
-                ax.plot([row["capacity_tokens"]], [row["token_hit_ratio"]], "o", color=style.color("lru"),
-                        ms=5, mfc="white", mew=1.2, zorder=5)
+                ax.plot(
+                    [row["capacity_tokens"]],
+                    [row["token_hit_ratio"]],
+                    "o",
+                    color=style.color("lru"),
+                    ms=5,
+                    mfc="white",
+                    mew=1.2,
+                    zorder=5,
+                )
                 ax.annotate(
                     f"3M-token LRU cache:\n{row['token_hit_ratio']:.1%} = {row['share_of_ceiling']:.0%} of ceiling",
                     xy=(row["capacity_tokens"], row["token_hit_ratio"]),
@@ -919,25 +1094,52 @@ def plot_local_vs_global(table: pd.DataFrame) -> Figure:
         x = np.arange(len(traces))
         for j, assign in enumerate(assigns):
             vals = [
-                float(table[(table["trace"] == t) & (table["assign"] == assign)]["local_token_hit_ratio"].iloc[0])
+                float(
+                    table[(table["trace"] == t) & (table["assign"] == assign)][
+                        "local_token_hit_ratio"
+                    ].iloc[0]
+                )
                 for t in traces
             ]
-            ax.bar(x + j * width, vals, width, color=style.color(assign, j + 1), label=f"local, {label(assign)}")
+            ax.bar(
+                x + j * width,
+                vals,
+                width,
+                color=style.color(assign, j + 1),
+                label=f"local, {label(assign)}",
+            )
         glob = [float(table[table["trace"] == t]["global_token_hit_ratio"].iloc[0]) for t in traces]
-        ceil = [float(table[table["trace"] == t]["ceiling_token_hit_ratio"].iloc[0]) for t in traces]
-        ax.bar(x + len(assigns) * width, glob, width, color=style.color("global"), label="global (pooled)")
+        ceil = [
+            float(table[table["trace"] == t]["ceiling_token_hit_ratio"].iloc[0]) for t in traces
+        ]
+        ax.bar(
+            x + len(assigns) * width,
+            glob,
+            width,
+            color=style.color("global"),
+            label="global (pooled)",
+        )
         for k, c in enumerate(ceil):
-            ax.hlines(c, x[k] - width / 2, x[k] + len(assigns) * width + width / 2, color="0.2", ls=":", lw=0.9)
+            ax.hlines(
+                c,
+                x[k] - width / 2,
+                x[k] + len(assigns) * width + width / 2,
+                color="0.2",
+                ls=":",
+                lw=0.9,
+            )
         ax.set_xticks(x + len(assigns) * width / 2, [f"{t}" for t in traces])
         ax.set_ylabel("token hit ratio")
         ax.yaxis.set_major_formatter(PercentFormatter(1.0))
         ax.set_ylim(0, 1)
-        ax.legend(loc="upper right", fontsize=6)
+        ax.legend(loc="upper left", fontsize=6)
         ax.set_title("10 nodes x 3M tokens: local vs pooled", fontsize=8)
     return fig
 
 
-def plot_ttft_by_routing(results: Mapping[tuple[str, str], Any], trace: str = "conversation") -> Figure:
+def plot_ttft_by_routing(
+    results: Mapping[tuple[str, str], Any], trace: str = "conversation"
+) -> Figure:
     """TTFT distribution per routing policy (ECDF, log x) with p99 marked.
 
     Examples
@@ -958,7 +1160,9 @@ def plot_ttft_by_routing(results: Mapping[tuple[str, str], Any], trace: str = "c
     return fig
 
 
-def plot_replica_load(results: Mapping[tuple[str, str], Any], trace: str = "conversation") -> Figure:
+def plot_replica_load(
+    results: Mapping[tuple[str, str], Any], trace: str = "conversation"
+) -> Figure:
     """Requests per replica under each routing policy (one panel each).
 
     Examples
@@ -996,8 +1200,23 @@ def plot_teaching(table: pd.DataFrame, experiment: str) -> Figure:
     with style.paper_style():
         fig, axes = _figure((style.DOUBLE[0], 2.2), ncols=2)
         a, b = axes[0]
-        a.plot(x, table["infinite_token_hit_ratio"], ls=":", marker="o", color="0.3", label="infinite cache")
-        a.plot(x, table["token_hit_ratio"], marker="o", color=style.color("lru"), label=f"{TEACHING_KV_BLOCKS}-block LRU cache" if exp.knob != "kv_blocks" else "LRU cache")
+        a.plot(
+            x,
+            table["infinite_token_hit_ratio"],
+            ls=":",
+            marker="o",
+            color="0.3",
+            label="infinite cache",
+        )
+        a.plot(
+            x,
+            table["token_hit_ratio"],
+            marker="o",
+            color=style.color("lru"),
+            label=f"{TEACHING_KV_BLOCKS}-block LRU cache"
+            if exp.knob != "kv_blocks"
+            else "LRU cache",
+        )
         a.set_ylabel("token hit ratio")
         a.yaxis.set_major_formatter(PercentFormatter(1.0))
         a.set_ylim(0, 1)
@@ -1036,25 +1255,60 @@ def _teaching_spec(name: str, description: str) -> FigureSpec:
 
 
 FIGURES: tuple[FigureSpec, ...] = (
-    FigureSpec("trace_lengths", "01_trace_reuse_structure", "prompt and output length ECDFs per trace",
-               lambda s: plot_trace_lengths(s.workloads)),
-    FigureSpec("trace_arrivals", "01_trace_reuse_structure", "requests/s and prompt tokens/s over time",
-               lambda s: plot_trace_arrivals(s.workloads)),
-    FigureSpec("block_popularity", "01_trace_reuse_structure", "references per block by popularity rank",
-               lambda s: plot_block_popularity(s.workloads)),
-    FigureSpec("reuse_distance", "01_trace_reuse_structure", "CDF of block reuse distance in tokens",
-               lambda s: plot_reuse_distance(s.workloads)),
-    FigureSpec("prefix_structure", "01_trace_reuse_structure", "reused share and length of each prompt's prefix",
-               lambda s: plot_prefix_structure(s.workloads)),
-    FigureSpec("hit_rate_capacity", "01_trace_reuse_structure",
-               "hit ratio vs capacity 1e4-1e8 tokens, LRU/FIFO/LFU/optimum, 3M marked",
-               lambda s: plot_hit_rate_capacity(s.hit_rates, s.ceilings, s.node_cache)),
-    FigureSpec("local_vs_global", "03_routing_and_locality", "10 local 3M-token caches vs one pooled 30M cache",
-               lambda s: plot_local_vs_global(s.local_global)),
-    FigureSpec("ttft_by_routing", "03_routing_and_locality", "TTFT ECDF per routing policy (conversation)",
-               lambda s: plot_ttft_by_routing(s.routing)),
-    FigureSpec("replica_load", "03_routing_and_locality", "requests per replica per routing policy",
-               lambda s: plot_replica_load(s.routing)),
+    FigureSpec(
+        "trace_lengths",
+        "01_trace_reuse_structure",
+        "prompt and output length ECDFs per trace",
+        lambda s: plot_trace_lengths(s.workloads),
+    ),
+    FigureSpec(
+        "trace_arrivals",
+        "01_trace_reuse_structure",
+        "requests/s and prompt tokens/s over time",
+        lambda s: plot_trace_arrivals(s.workloads),
+    ),
+    FigureSpec(
+        "block_popularity",
+        "01_trace_reuse_structure",
+        "references per block by popularity rank",
+        lambda s: plot_block_popularity(s.workloads),
+    ),
+    FigureSpec(
+        "reuse_distance",
+        "01_trace_reuse_structure",
+        "CDF of block reuse distance in tokens",
+        lambda s: plot_reuse_distance(s.workloads),
+    ),
+    FigureSpec(
+        "prefix_structure",
+        "01_trace_reuse_structure",
+        "reused share and length of each prompt's prefix",
+        lambda s: plot_prefix_structure(s.workloads),
+    ),
+    FigureSpec(
+        "hit_rate_capacity",
+        "01_trace_reuse_structure",
+        "hit ratio vs capacity 1e4-1e8 tokens, LRU/FIFO/LFU/optimum, 3M marked",
+        lambda s: plot_hit_rate_capacity(s.hit_rates, s.ceilings, s.node_cache),
+    ),
+    FigureSpec(
+        "local_vs_global",
+        "03_routing_and_locality",
+        "10 local 3M-token caches vs one pooled 30M cache",
+        lambda s: plot_local_vs_global(s.local_global),
+    ),
+    FigureSpec(
+        "ttft_by_routing",
+        "03_routing_and_locality",
+        "TTFT ECDF per routing policy (conversation)",
+        lambda s: plot_ttft_by_routing(s.routing),
+    ),
+    FigureSpec(
+        "replica_load",
+        "03_routing_and_locality",
+        "requests per replica per routing policy",
+        lambda s: plot_replica_load(s.routing),
+    ),
     _teaching_spec("zipf", "Zipf skew of prefix popularity vs hit ratio and TTFT"),
     _teaching_spec("prefixes", "number of distinct prefixes vs hit ratio and TTFT"),
     _teaching_spec("prefix_len", "shared prefix length vs hit ratio and TTFT"),
@@ -1111,7 +1365,9 @@ def make_figures(
         fig = specs[name].make(study)
         written[name] = style.save_figure(fig, out_dir, name, formats=tuple(formats))
         if verbose:
-            print(f"{name}: {', '.join(str(p) for p in written[name])} ({time.perf_counter() - start:.1f} s)")
+            print(
+                f"{name}: {', '.join(str(p) for p in written[name])} ({time.perf_counter() - start:.1f} s)"
+            )
     return written
 
 
@@ -1128,9 +1384,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """
     parser.add_argument("--out", default="figures", help="output folder (default: figures/)")
     parser.add_argument("--traces", default=None, help="folder holding the FAST'25 traces")
-    parser.add_argument("--only", nargs="+", default=None, metavar="NAME", help="figure names to make")
-    parser.add_argument("--format", nargs="+", default=["pdf", "png"], dest="formats", help="file formats")
-    parser.add_argument("--quick", action="store_true", default=None, help="smaller simulator slices (as under CI)")
+    parser.add_argument(
+        "--only", nargs="+", default=None, metavar="NAME", help="figure names to make"
+    )
+    parser.add_argument(
+        "--format", nargs="+", default=["pdf", "png"], dest="formats", help="file formats"
+    )
+    parser.add_argument(
+        "--quick", action="store_true", default=None, help="smaller simulator slices (as under CI)"
+    )
     parser.add_argument("--list", action="store_true", help="list the figures and exit")
 
 
@@ -1150,7 +1412,14 @@ def run(args: argparse.Namespace) -> int:
             print(f"{spec.name:<20} {spec.notebook:<26} {spec.description}")
         return 0
     try:
-        make_figures(args.out, args.traces, names=args.only, formats=args.formats, quick=args.quick, verbose=True)
+        make_figures(
+            args.out,
+            args.traces,
+            names=args.only,
+            formats=args.formats,
+            quick=args.quick,
+            verbose=True,
+        )
     except (FileNotFoundError, ValueError) as exc:
         print(f"inferasim figures: error: {exc}")
         return 2

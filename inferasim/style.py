@@ -203,7 +203,12 @@ def save_figure(
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     metadata = {
-        "pdf": {"CreationDate": None, "ModDate": None, "Producer": "inferasim", "Creator": "inferasim"},
+        "pdf": {
+            "CreationDate": None,
+            "ModDate": None,
+            "Producer": "inferasim",
+            "Creator": "inferasim",
+        },
         "png": {"Software": None},
         "svg": {"Date": None},
     }

@@ -44,7 +44,13 @@ __all__ = ["CacheSizing", "cache_sizing"]
 #: Policies offered by the widget (``opt`` is the offline optimum: reuse analysis only).
 WIDGET_POLICIES: tuple[str, ...] = ("lru", "fifo", "lfu", "opt")
 #: Routing policies offered by the widget.
-WIDGET_ROUTINGS: tuple[str, ...] = ("round_robin", "random", "least_loaded", "cache_aware", "kv_cost")
+WIDGET_ROUTINGS: tuple[str, ...] = (
+    "round_robin",
+    "random",
+    "least_loaded",
+    "cache_aware",
+    "kv_cost",
+)
 #: Points per decade of the precomputed LRU hit-rate curves (one pass); the
 #: replayed policies use :func:`inferasim.figures.curve_points`.
 CURVE_POINTS_PER_DECADE: int = 24
@@ -98,21 +104,38 @@ class CacheSizing(W.VBox):
         self.controls: dict[str, W.Widget] = {
             "trace": W.Dropdown(options=list(self.workloads), description="trace"),
             "capacity": W.FloatLogSlider(
-                value=float(capacity_tokens), base=10, min=lo, max=hi, step=0.05,
-                description="cache (tokens)", readout_format=".3s",
-                continuous_update=True, style={"description_width": "initial"},
+                value=float(capacity_tokens),
+                base=10,
+                min=lo,
+                max=hi,
+                step=0.05,
+                description="cache (tokens)",
+                readout_format=".3s",
+                continuous_update=True,
+                style={"description_width": "initial"},
             ),
-            "policy": W.Dropdown(options=[(label(p), p) for p in policies], value=policy, description="eviction"),
+            "policy": W.Dropdown(
+                options=[(label(p), p) for p in policies], value=policy, description="eviction"
+            ),
             "replicas": W.IntSlider(value=int(replicas), min=1, max=32, description="replicas"),
-            "routing": W.Dropdown(options=[(label(r), r) for r in routings], value=routing, description="routing"),
+            "routing": W.Dropdown(
+                options=[(label(r), r) for r in routings], value=routing, description="routing"
+            ),
             "load": W.FloatLogSlider(
-                value=float(load), base=2, min=-3, max=3, step=0.25, description="load x",
+                value=float(load),
+                base=2,
+                min=-3,
+                max=3,
+                step=0.25,
+                description="load x",
                 readout_format=".3g",
             ),
             "simulate": W.Button(description="simulate", button_style="primary", icon="play"),
         }
         self.readout = W.HTML()
-        self.progress = W.FloatProgress(value=0.0, min=0.0, max=1.0, description="", layout={"width": "200px"})
+        self.progress = W.FloatProgress(
+            value=0.0, min=0.0, max=1.0, description="", layout={"width": "200px"}
+        )
         self.status = W.HTML("press <b>simulate</b> to run the fleet simulator")
         self.hit_image = W.Image(format="png")
         self.sim_image = W.Image(format="png")
@@ -155,7 +178,12 @@ class CacheSizing(W.VBox):
             wl = self.workloads[trace]
             per_decade = CURVE_POINTS_PER_DECADE if policy == "lru" else curve_points(policy)
             # Start a little below the slider's minimum so it is inside the grid.
-            grid = capacity_grid(CAPACITY_RANGE[0] * 0.9, CAPACITY_RANGE[1], per_decade=per_decade, block_size=wl.block_size)
+            grid = capacity_grid(
+                CAPACITY_RANGE[0] * 0.9,
+                CAPACITY_RANGE[1],
+                per_decade=per_decade,
+                block_size=wl.block_size,
+            )
             self._curves[key] = hit_rate_curve(wl, grid, policy)
         return self._curves[key]
 
@@ -194,18 +222,40 @@ class CacheSizing(W.VBox):
         with style.paper_style():
             fig = Figure(figsize=(6.0, 2.6), layout="constrained")
             ax = fig.add_subplot()
-            self.curve_line = draw_hit_rate_curve(ax, pd.DataFrame({"capacity_tokens": [1.0], "token_hit_ratio": [0.0]}), color=style.color("lru"))
+            self.curve_line = draw_hit_rate_curve(
+                ax,
+                pd.DataFrame({"capacity_tokens": [1.0], "token_hit_ratio": [0.0]}),
+                color=style.color("lru"),
+            )
             self.ceiling_line = ax.axhline(0.0, color="0.3", ls=":", lw=0.9, label="infinite cache")
-            (self.marker,) = ax.plot([np.nan], [np.nan], "o", ms=7, mfc="white", mew=1.6, color=style.color("cache_aware"), zorder=5)
+            (self.marker,) = ax.plot(
+                [np.nan],
+                [np.nan],
+                "o",
+                ms=7,
+                mfc="white",
+                mew=1.6,
+                color=style.color("cache_aware"),
+                zorder=5,
+            )
             self.node_line = ax.axvline(NODE_CACHE_TOKENS, color="0.6", ls="--", lw=0.7)
-            ax.text(NODE_CACHE_TOKENS * 1.08, 0.02, "3M tokens\n(one node's DRAM)", fontsize=6.5, color="0.4")
+            ax.text(
+                NODE_CACHE_TOKENS * 1.08,
+                0.02,
+                "3M tokens\n(one node's DRAM)",
+                fontsize=6.5,
+                color="0.4",
+            )
             ax.set_xlim(*CAPACITY_RANGE)
         self.hit_figure, self.hit_ax = fig, ax
 
     def _on_curve_change(self, _change: Any = None) -> None:
         curve = self.curve()
         policy = self.controls["policy"].value
-        self.curve_line.set_data(curve["capacity_tokens"].to_numpy(dtype=float), curve["token_hit_ratio"].to_numpy(dtype=float))
+        self.curve_line.set_data(
+            curve["capacity_tokens"].to_numpy(dtype=float),
+            curve["token_hit_ratio"].to_numpy(dtype=float),
+        )
         self.curve_line.set_color(style.color(policy))
         self.curve_line.set_label(label(policy))
         ceiling = self.ceiling
@@ -272,8 +322,15 @@ class CacheSizing(W.VBox):
         self.status.value = f"simulating {len(wl):,} requests on {s['replicas']} replicas ..."
         start = time.perf_counter()
         try:
-            sim = Simulator(replicas=s["replicas"], routing=s["routing"], eviction=eviction, kv_blocks=s["kv_blocks"], seed=0)
-            self.result = sim.run(wl, progress=False)
+            sim = Simulator(
+                replicas=s["replicas"],
+                routing=s["routing"],
+                eviction=eviction,
+                kv_blocks=s["kv_blocks"],
+                seed=0,
+                progress=False,
+            )
+            self.result = sim.run(wl)
         except Exception as exc:
             self.progress.bar_style = "danger"
             self.status.value = f"simulation failed: {exc}"
@@ -284,7 +341,11 @@ class CacheSizing(W.VBox):
         self.result_settings = s
         self.progress.value = 1.0
         self.progress.bar_style = "success"
-        note = "" if eviction == s["eviction"] else f" (the simulator has no {s['eviction']} eviction: used LRU)"
+        note = (
+            ""
+            if eviction == s["eviction"]
+            else f" (the simulator has no {s['eviction']} eviction: used LRU)"
+        )
         self.status.value = f"simulated {len(wl):,} requests in {elapsed:.1f} s{note}"
         self._draw_sim()
         return self.result
@@ -340,11 +401,10 @@ class CacheSizing(W.VBox):
 def _sim_evictions() -> tuple[str, ...]:
     """Eviction policies the simulator accepts."""
     try:
-        from inferasim.sim import EVICTION_POLICIES  # type: ignore[attr-defined]
-
-        return tuple(EVICTION_POLICIES)
-    except ImportError:
+        from inferasim.sim.cache import EVICTION_POLICIES
+    except ImportError:  # pragma: no cover - older simulator
         return ("lru",)
+    return tuple(EVICTION_POLICIES)
 
 
 def cache_sizing(
@@ -401,13 +461,17 @@ def cache_sizing(
         if not isinstance(wl, Workload):
             raise TypeError(f"workload {name!r} is a {type(wl).__name__}, not a Workload")
         if not wl.has_hash_ids:
-            raise ValueError(f"workload {name!r} has no hash ids: there is no reuse to size a cache for")
+            raise ValueError(
+                f"workload {name!r} has no hash ids: there is no reuse to size a cache for"
+            )
     if policy not in policies:
         raise ValueError(f"policy {policy!r} is not one of {list(policies)}")
     if routing not in routings:
         raise ValueError(f"routing {routing!r} is not one of {list(routings)}")
     if not CAPACITY_RANGE[0] <= capacity_tokens <= CAPACITY_RANGE[1]:
-        raise ValueError(f"capacity_tokens must be in [{CAPACITY_RANGE[0]:g}, {CAPACITY_RANGE[1]:g}], got {capacity_tokens!r}")
+        raise ValueError(
+            f"capacity_tokens must be in [{CAPACITY_RANGE[0]:g}, {CAPACITY_RANGE[1]:g}], got {capacity_tokens!r}"
+        )
     if not load > 0:
         raise ValueError(f"load must be positive, got {load!r}")
     return CacheSizing(
@@ -421,4 +485,3 @@ def cache_sizing(
         policies=policies,
         routings=routings,
     )
-
