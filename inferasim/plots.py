@@ -23,7 +23,7 @@ Examples
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 import numpy as np
@@ -357,3 +357,161 @@ def plot_sessions(
 
 
 # ============================================================ simulator results
+# Per-request latency distributions and per-replica load of
+# :class:`inferasim.sim.SimResult` runs.
+
+_LATENCY_LABELS = {
+    "ttft_ms": "TTFT (ms)",
+    "tpot_ms": "TPOT (ms)",
+    "e2e_ms": "end-to-end latency (ms)",
+    "queue_ms": "queueing delay (ms)",
+}
+_LOAD_LABELS = {
+    "requests": "requests",
+    "input_tokens": "prompt tokens",
+    "computed_prefill_tokens": "computed prefill tokens",
+    "cached_tokens": "cached prompt tokens",
+}
+
+
+def _request_frame(result: Any) -> pd.DataFrame:
+    """The per-request frame of a SimResult (or the frame itself)."""
+    frame = getattr(result, "requests", result)
+    if not isinstance(frame, pd.DataFrame):
+        raise TypeError(
+            f"expected a SimResult or its .requests DataFrame, got {type(result).__name__}"
+        )
+    return frame
+
+
+def plot_latency_cdf(
+    results: Any,
+    metric: str = "ttft_ms",
+    *,
+    ax: Axes | None = None,
+    labels: Callable[[str], str] | None = None,
+    quantile: float | None = 0.99,
+    log: bool = True,
+) -> Axes:
+    """ECDF of a per-request latency for one simulator run or several.
+
+    Parameters
+    ----------
+    results : SimResult, DataFrame, or mapping of name to either
+        One run (its ``.requests`` frame), or several to compare, e.g. one
+        per routing policy.
+    metric : {"ttft_ms", "tpot_ms", "e2e_ms", "queue_ms"}, default "ttft_ms"
+        Column of ``SimResult.requests`` (ms). Requests without a value
+        (NaN: rejected requests, TPOT of one-token outputs) are left out.
+    ax : matplotlib Axes, optional
+    labels : callable, optional
+        Maps a run's name to its legend label.
+    quantile : float or None, default 0.99
+        Mark this quantile of each run with a dot and put it in the legend.
+    log : bool, default True
+        Log-scale latency axis.
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> runs = {"a": pd.DataFrame({"ttft_ms": [10.0, 20.0, 40.0]}),
+    ...         "b": pd.DataFrame({"ttft_ms": [5.0, 6.0, 7.0]})}
+    >>> ax = plot_latency_cdf(runs)
+    >>> ax.get_xlabel(), [t.get_text() for t in ax.get_legend().get_texts()]
+    ('TTFT (ms)', ['a (p99 39.6 ms)', 'b (p99 7.0 ms)'])
+    """
+    ax = _axes(ax)
+    runs = _named(results, None)
+    if metric not in _LATENCY_LABELS:
+        raise ValueError(f"metric must be one of {list(_LATENCY_LABELS)}, got {metric!r}")
+    drawn = False
+    for i, (name, result) in enumerate(runs):
+        frame = _request_frame(result)
+        if metric not in frame.columns:
+            raise KeyError(f"no column {metric!r} in the request frame; have {list(frame.columns)}")
+        x, y = _ecdf(frame[metric].dropna().to_numpy(dtype=float))
+        if x.size == 0:
+            continue
+        text = "" if name is None else (labels(name) if labels is not None else name)
+        color = style.color(name or "", i)
+        if quantile is not None:
+            q = float(np.quantile(x, quantile))
+            text = f"{text} (p{quantile * 100:g} {q:,.1f} ms)".strip()
+            ax.plot([q], [quantile], "o", color=color, ms=3.5, zorder=4)
+        ax.step(x, y, where="post", color=color, label=text or None)
+        drawn = True
+    if log and drawn:
+        ax.set_xscale("log")
+    ax.set_xlabel(_LATENCY_LABELS[metric])
+    ax.set_ylabel("fraction of requests")
+    ax.set_ylim(0, 1.01)
+    if drawn and (len(runs) > 1 or runs[0][0] is not None or quantile is not None):
+        ax.legend(loc="lower right")
+    return ax
+
+
+def plot_replica_load(
+    result: Any,
+    metric: str = "requests",
+    *,
+    ax: Axes | None = None,
+    color: str | None = None,
+) -> Axes:
+    """Bar chart of the load each replica received in one simulator run.
+
+    Parameters
+    ----------
+    result : SimResult or its ``.requests`` DataFrame
+    metric : {"requests", "input_tokens", "computed_prefill_tokens", "cached_tokens"}
+        What to count per replica: requests, or the sum of prompt tokens,
+        of computed (uncached) prefill tokens, or of cached prompt tokens.
+        Rejected requests (replica -1) are left out.
+    ax : matplotlib Axes, optional
+    color : str, optional
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> req = pd.DataFrame({"replica": [0, 0, 1, -1], "input_len": [10, 20, 30, 5]})
+    >>> ax = plot_replica_load(req, "input_tokens")
+    >>> [float(p.get_height()) for p in ax.patches]
+    [30.0, 30.0]
+    """
+    ax = _axes(ax)
+    frame = _request_frame(result)
+    frame = frame[frame["replica"] >= 0]
+    column = {"input_tokens": "input_len"}.get(metric, metric)
+    if metric == "requests":
+        per = frame.groupby("replica").size()
+    elif metric in _LOAD_LABELS and column in frame.columns:
+        per = frame.groupby("replica")[column].sum()
+    else:
+        raise ValueError(f"metric must be one of {list(_LOAD_LABELS)}, got {metric!r}")
+    replicas = getattr(result, "replicas", None)
+    if isinstance(replicas, pd.DataFrame) and len(replicas):
+        n = len(replicas)
+    else:
+        n = int(per.index.max()) + 1 if len(per) else 0
+    per = per.reindex(range(n), fill_value=0)
+    ax.bar(
+        per.index.to_numpy(),
+        per.to_numpy(dtype=float),
+        color=color or style.color("lru"),
+        width=0.8,
+    )
+    ax.set_xlabel("replica")
+    ax.set_ylabel(_LOAD_LABELS[metric])
+    if n <= 12:
+        ax.set_xticks(range(n))
+    return ax
+
+
+__all__ += ["plot_latency_cdf", "plot_replica_load"]
