@@ -61,17 +61,35 @@ class BlockRefs:
 
     @property
     def n_requests(self) -> int:
-        """Number of requests."""
+        """Number of requests.
+
+        Examples
+        --------
+        >>> block_refs(Workload.from_requests([0, 1], [1, 1], [1, 1], [[1], [1]])).n_requests
+        2
+        """
         return int(self.offsets.size - 1)
 
     @property
     def n_unique(self) -> int:
-        """Number of distinct ids considered (the working set, in blocks)."""
+        """Number of distinct ids considered (the working set, in blocks).
+
+        Examples
+        --------
+        >>> block_refs(Workload.from_requests([0, 1], [1, 1], [1, 1], [[1], [1]])).n_unique
+        1
+        """
         return int(self.unique_ids.size)
 
     @property
     def total_tokens(self) -> int:
-        """Sum of ``input_len``: the denominator of every token ratio."""
+        """Sum of ``input_len``: the denominator of every token ratio.
+
+        Examples
+        --------
+        >>> block_refs(Workload.from_requests([0, 1], [7, 9], [1, 1], [[1], [1]])).total_tokens
+        16
+        """
         return int(self.input_len.sum())
 
 
@@ -160,7 +178,15 @@ class TouchSequence:
 
 
 def check_touch(touch: str) -> None:
-    """Raise a clear error for an unknown touch order."""
+    """Raise a clear error for an unknown touch order.
+
+    Examples
+    --------
+    >>> check_touch("random")
+    Traceback (most recent call last):
+    ...
+    ValueError: touch must be one of ('tail_first', 'head_first'), got 'random'
+    """
     if touch not in TOUCH_ORDERS:
         raise ValueError(f"touch must be one of {TOUCH_ORDERS}, got {touch!r}")
 

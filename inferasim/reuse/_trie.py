@@ -52,7 +52,16 @@ class Trie:
 
     @property
     def size(self) -> int:
-        """Number of nodes."""
+        """Number of nodes.
+
+        Examples
+        --------
+        >>> from inferasim import Workload
+        >>> from inferasim.reuse._refs import block_refs
+        >>> wl = Workload.from_requests([0, 1], [2, 2], [1, 1], [[1, 2], [1, 3]], block_size=1)
+        >>> build_trie(block_refs(wl)).size
+        3
+        """
         return int(self.parent.size)
 
 

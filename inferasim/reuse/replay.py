@@ -233,7 +233,15 @@ def replay_hits(
 
 
 def check_policy(policy: str) -> None:
-    """Raise a clear error for an unknown policy."""
+    """Raise a clear error for an unknown policy.
+
+    Examples
+    --------
+    >>> check_policy("arc")
+    Traceback (most recent call last):
+    ...
+    ValueError: policy must be one of ('lru', 'fifo', 'lfu', 'opt'), got 'arc'
+    """
     if policy not in POLICIES:
         raise ValueError(f"policy must be one of {POLICIES}, got {policy!r}")
 
