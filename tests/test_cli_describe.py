@@ -203,6 +203,16 @@ def test_console_script_in_a_subprocess(tmp_path):
     assert "Traceback" not in proc.stderr
 
 
+@pytest.mark.parametrize(("flag", "value", "words"), [
+    ("--rate", "0", "rate must be > 0"),
+    ("--time-scale", "-2", "factor must be a positive"),
+    ("--range-ratio", "1.5", "range_ratio must be in"),
+])
+def test_bad_synthetic_option_exits_2(capsys, flag, value, words):
+    code, out, err = run(capsys, "--num-requests", "5", flag, value)
+    assert code == 2 and out == "" and words in err
+
+
 # --------------------------------------------------- known bugs (see notes)
 
 
@@ -226,3 +236,4 @@ def test_malformed_json_array_names_the_file(capsys, tmp_path):
 def test_directory_source(capsys, tmp_path):
     code, _, err = run(capsys, str(tmp_path))
     assert code == 2 and str(tmp_path) in err
+

@@ -569,3 +569,10 @@ def test_mutating_the_frame_does_not_change_the_workload():
     wl = Workload.from_requests([0, 1], [5, 5], [1, 1])
     wl.frame.loc[0, "input_len"] = 99
     assert wl.input_len.tolist() == [5, 5]
+
+
+@pytest.mark.xfail(strict=True, reason="bug 7: shift_time accepts a non-finite offset")
+@pytest.mark.parametrize("offset", [float("nan"), float("inf")])
+def test_shift_time_rejects_non_finite_offset(offset):
+    with pytest.raises(ValueError):
+        Workload.from_requests([0, 1], [1, 1], [1, 1]).shift_time(offset)
