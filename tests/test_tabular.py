@@ -118,6 +118,21 @@ def test_empty_hash_id_cell_is_an_empty_list():
     assert wl.num_blocks.tolist() == [0, 1]
 
 
+def test_inconsistent_hash_id_count_is_kept_and_counted():
+    # ceil(1024 / 512) = 2 ids expected, the row has 1: kept as is, counted by describe()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        wl = read("time,isl,osl,hash_ids\n0,1024,1,1\n1,1024,1,1 2\n")
+    assert wl.num_blocks.tolist() == [1, 2]
+    assert wl.describe()["inconsistent_blocks"] == 1
+
+
+@pytest.mark.xfail(strict=True, reason="bug 10: from_csv does not warn about inconsistent id counts")
+def test_inconsistent_hash_id_count_warns():
+    with pytest.warns(UserWarning, match="len\\(hash_ids\\)"):
+        read("time,isl,osl,hash_ids\n0,1024,1,1\n")
+
+
 # -------------------------------------------------------------------- JSON
 
 
