@@ -32,6 +32,13 @@ class ReuseCeiling:
     per_request : pandas.DataFrame
         The per-request distribution, with the columns of
         :func:`inferasim.reuse.replay_cache`.
+
+    Examples
+    --------
+    >>> wl = Workload.from_requests([0, 1], [1024, 600], [1, 1], [[1, 2], [1, 3]])
+    >>> c = infinite_hit_ratio(wl)
+    >>> c.hit_tokens, c.tokens, c.per_request["hit_blocks"].tolist()
+    (512, 1624, [0, 1])
     """
 
     block_hit_ratio: float

@@ -36,6 +36,13 @@ class Popularity:
         requests, by ``requests`` then ``prefix_blocks`` descending:
         ``prefix_blocks`` (length), ``requests``, ``first_use_ms``,
         ``last_use_ms`` and ``hash_id`` (the prefix's last id).
+
+    Examples
+    --------
+    >>> wl = Workload.from_requests([0, 1], [2, 2], [1, 1], [[1, 2], [1, 3]], block_size=1)
+    >>> p = popularity(wl)
+    >>> p.blocks["requests"].tolist(), p.top_prefixes["prefix_blocks"].tolist()
+    ([2, 1, 1], [1])
     """
 
     blocks: pd.DataFrame

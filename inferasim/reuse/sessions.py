@@ -33,6 +33,13 @@ class Sessions:
         One row per chain (index ``session``): ``turns``, ``first_ms``,
         ``last_ms``, ``duration_ms``, ``mean_gap_ms``,
         ``first_input_len`` and ``max_input_len`` (tokens).
+
+    Examples
+    --------
+    >>> wl = Workload.from_requests([0, 5], [4, 7], [1, 1], [[1, 2], [1, 2, 3, 4]], block_size=2)
+    >>> s = sessions(wl)
+    >>> s.requests["turn"].tolist(), s.sessions["turns"].tolist()
+    ([1, 2], [2])
     """
 
     requests: pd.DataFrame

@@ -44,6 +44,13 @@ class PrefixTree:
         and ``hash_id`` (the prefix's last id).
     root_children : int
         Distinct first blocks (the root's fan-out).
+
+    Examples
+    --------
+    >>> wl = Workload.from_requests([0, 1], [2, 2], [1, 1], [[1, 2], [1, 3]], block_size=1)
+    >>> t = prefix_tree(wl)
+    >>> t.nodes["depth_blocks"].tolist(), t.root_children
+    ([1, 2, 2], 1)
     """
 
     nodes: pd.DataFrame
