@@ -156,3 +156,47 @@ def test_same_inputs_same_frames(wl: Workload, cap: int) -> None:
         a = replay_cache(wl, cap, policy=policy)
         b = replay_cache(wl, cap, policy=policy)
         assert a.equals(b)
+
+
+def naive_replay(ids: list[list[int]], capacity: int, policy: str, touch: str) -> list[int]:
+    """Slow, obvious LRU / FIFO / LFU: a dict of (uses, last touch, insertion)
+    and a linear scan for the victim."""
+    cache: dict[int, list[int]] = {}
+    clock = 0
+    hits = []
+    for request in ids:
+        h = 0
+        for x in request:
+            if x not in cache:
+                break
+            h += 1
+        hits.append(h)
+        distinct = list(dict.fromkeys(request))
+        for x in distinct if touch == "head_first" else distinct[::-1]:
+            clock += 1
+            if x in cache:
+                cache[x][0] += 1
+                cache[x][1] = clock
+                continue
+            if capacity == 0:
+                continue
+            if policy == "lfu" and len(cache) >= capacity:
+                del cache[min(cache, key=lambda y: (cache[y][0], cache[y][1]))]
+            cache[x] = [1, clock, clock]
+            if len(cache) > capacity:
+                slot = 1 if policy == "lru" else 2
+                del cache[min(cache, key=lambda y: cache[y][slot])]
+    return hits
+
+
+@SETTINGS
+@given(
+    workloads(),
+    st.sampled_from(("lru", "fifo", "lfu")),
+    st.sampled_from(TOUCHES),
+    st.integers(0, 6),
+)
+def test_replay_matches_naive_policies(wl: Workload, policy: str, touch: str, cap: int) -> None:
+    ids = [wl.block_ids(i).tolist() for i in range(len(wl))]
+    got = replay_cache(wl, cap, policy=policy, touch=touch)["hit_blocks"].tolist()
+    assert got == naive_replay(ids, cap, policy, touch)
