@@ -23,6 +23,7 @@ __all__ = [
     "number_column",
     "length_column",
     "sort_by_arrival",
+    "warn_inconsistent",
 ]
 
 
@@ -47,6 +48,8 @@ def read_bytes(path_or_buffer: str | PathLike[str] | IO[Any]) -> tuple[bytes, st
                 data = fh.read()
         except FileNotFoundError:
             raise FileNotFoundError(f"no such workload file: {name}") from None
+        except IsADirectoryError:
+            raise WorkloadError("is a directory, not a workload file", source=name) from None
     if isinstance(data, str):
         data = data.encode()
     if data[:2] == b"\x1f\x8b":
@@ -85,8 +88,10 @@ def parse_json_records(data: bytes, source: str) -> tuple[list[Any], np.ndarray,
         unit = "record"
     else:
         raw = data.rstrip().split(b"\n")
-        try:  # fast path: one parse of the whole file
+        try:  # fast path: one parse of the whole file, one record per line
             records = orjson.loads(b"[" + b",".join(raw) + b"]")
+            if len(records) != len(raw):  # e.g. "{...},{...}" on one line
+                raise orjson.JSONDecodeError("not one object per line", "", 0)
             lines = np.arange(1, len(records) + 1, dtype=np.int64)
         except orjson.JSONDecodeError:
             records, numbers = [], []
@@ -178,6 +183,13 @@ def length_column(
             f"must be a whole number of tokens, got {values[i]!r}",
             source=source, line=int(lines[i]), field=field, unit=unit,
         )
+    in_range = np.abs(arr) < 2.0**62
+    if not in_range.all():
+        i = _first_bad(values, in_range)
+        raise WorkloadError(
+            f"out of range for a token count: {values[i]!r}",
+            source=source, line=int(lines[i]), field=field, unit=unit,
+        )
     nonneg = arr >= 0
     if not nonneg.all():
         i = _first_bad(values, nonneg)
@@ -205,3 +217,19 @@ def sort_by_arrival(arrival: np.ndarray, source: str) -> np.ndarray | None:
     )
     return np.argsort(arrival, kind="stable")
 
+
+
+def warn_inconsistent(count: int, source: str, block_size: int) -> None:
+    """Warn that ``count`` requests have an id count other than ``ceil(input_len / block_size)``.
+
+    Examples
+    --------
+    >>> warn_inconsistent(0, "t", 512)  # nothing to say
+    """
+    if count:
+        warnings.warn(
+            f"{source}: {count} request(s) have len(hash_ids) != ceil(input_length / {block_size}); "
+            "kept as they are (see describe()['inconsistent_blocks'])",
+            UserWarning,
+            stacklevel=4,
+        )

@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
-from matplotlib.ticker import FuncFormatter, LogLocator, PercentFormatter
+from matplotlib.ticker import FuncFormatter, LogLocator, NullLocator, PercentFormatter
 
 from inferasim import style
 from inferasim.workload import Workload
@@ -602,7 +602,7 @@ TEACHING: dict[str, Experiment] = {
         Experiment(
             "cache_size",
             "kv_blocks",
-            (16, 32, 64, 128, 256, 512),
+            (32, 64, 128, 256, 512, 1024),
             "KV cache (blocks of 512 tokens)",
             log_x=True,
         ),
@@ -737,8 +737,8 @@ def plot_trace_arrivals(workloads: Mapping[str, Workload], bin_s: float = 60.0) 
             c = style.color(name, i)
             axes[0, 0].plot(mid, (reqs / widths)[keep], color=c, label=name)
             axes[0, 1].plot(mid, (toks / widths)[keep], color=c, label=name)
-        axes[0, 0].set_ylabel("requests/s")
-        axes[0, 1].set_ylabel("prompt tokens/s")
+        axes[0, 0].set_ylabel("arrival rate (requests/s)")
+        axes[0, 1].set_ylabel("prompt token rate (tokens/s)")
         axes[0, 1].yaxis.set_major_formatter(TOKENS)
         for ax in axes[0]:
             ax.set_xlabel("time since first request (min)")
@@ -1059,8 +1059,9 @@ def plot_hit_rate_capacity(
                 ax.annotate(
                     f"3M-token LRU cache:\n{row['token_hit_ratio']:.1%} = {row['share_of_ceiling']:.0%} of ceiling",
                     xy=(row["capacity_tokens"], row["token_hit_ratio"]),
-                    xytext=(0.03, 0.62),
-                    textcoords="axes fraction",
+                    # Text in the empty band below the ceiling, at the left.
+                    xytext=(CAPACITY_RANGE[0] * 1.3, ceiling * 0.6),
+                    textcoords="data",
                     ha="left",
                     fontsize=6.5,
                     arrowprops={"arrowstyle": "->", "color": "0.3", "lw": 0.7, "shrinkB": 4},
@@ -1129,6 +1130,7 @@ def plot_local_vs_global(table: pd.DataFrame) -> Figure:
                 lw=0.9,
             )
         ax.set_xticks(x + len(assigns) * width / 2, [f"{t}" for t in traces])
+        ax.set_xlabel("trace")
         ax.set_ylabel("token hit ratio")
         ax.yaxis.set_major_formatter(PercentFormatter(1.0))
         ax.set_ylim(0, 1)
@@ -1230,7 +1232,9 @@ def plot_teaching(table: pd.DataFrame, experiment: str) -> Figure:
             ax.set_xlabel(exp.axis_label)
             if exp.log_x:
                 ax.set_xscale("log")
-                ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _p: f"{v:g}"))
+                ax.xaxis.set_minor_locator(NullLocator())
+            # Ticks at the swept values only.
+            ax.set_xticks(x, [f"{v:g}" for v in x])
     return fig
 
 

@@ -12,7 +12,8 @@ from typing import Any
 
 import orjson
 
-from inferasim._parse import read_bytes
+from inferasim._parse import parse_json_records, read_bytes
+from inferasim.errors import WorkloadError
 from inferasim.workload import Workload
 
 __all__ = ["DEFAULT_SYNTHETIC", "load_workload", "add_workload_arguments", "workload_from_args"]
@@ -35,19 +36,24 @@ DEFAULT_SYNTHETIC: dict[str, Any] = {
 
 
 def _looks_like_mooncake(path: Path) -> bool:
-    data, _ = read_bytes(path)
+    """Whether a JSON file's first record carries hash ids (else it is a length file).
+
+    Malformed or empty files answer True so the Mooncake reader reports them
+    with the file, line and field.
+    """
+    data, source = read_bytes(path)
     head = data.lstrip()
     if head[:1] == b"[":
-        first = orjson.loads(data)[0] if data.strip() != b"[]" else {}
+        records, _, _ = parse_json_records(data, source)
+        first = records[0]
     else:
         try:
             first = orjson.loads(head.split(b"\n", 1)[0])
         except orjson.JSONDecodeError:
-            return False
+            return True
     if not isinstance(first, dict):
-        return False
-    keys = {str(k).lower() for k in first}
-    return bool(keys & {"hash_ids", "block_hashes", "blocks"})
+        return True
+    return bool({str(k).lower() for k in first} & {"hash_ids", "block_hashes", "blocks"})
 
 
 def load_workload(source: str | Path | None = None, **synthetic: Any) -> Workload:
@@ -83,6 +89,8 @@ def load_workload(source: str | Path | None = None, **synthetic: Any) -> Workloa
     path = Path(source)
     if not path.exists() and str(source) in TRACES:
         return Workload.from_mooncake(str(source))
+    if path.is_dir():
+        raise WorkloadError("is a directory, not a workload file", source=str(path))
     if not path.exists():
         raise FileNotFoundError(
             f"no such workload file or trace name: {source!r} (trace names: {sorted(TRACES)})"

@@ -10,7 +10,6 @@ aliases ``arrival``/``time`` for ``timestamp`` and ``block_hashes``/
 
 from __future__ import annotations
 
-import warnings
 from itertools import chain
 from os import PathLike, fspath
 from pathlib import Path
@@ -26,6 +25,7 @@ from inferasim._parse import (
     parse_json_records,
     read_bytes,
     sort_by_arrival,
+    warn_inconsistent,
 )
 from inferasim.errors import WorkloadError
 from inferasim.workload import Workload
@@ -181,14 +181,7 @@ def read_mooncake(
     order = sort_by_arrival(timestamps, source)
     if order is not None:
         wl = wl._take(order)
-    bad = int(wl.inconsistent_mask().sum())
-    if bad:
-        warnings.warn(
-            f"{source}: {bad} request(s) have len(hash_ids) != ceil(input_length / {block_size}); "
-            "kept as they are (see describe()['inconsistent_blocks'])",
-            UserWarning,
-            stacklevel=3,
-        )
+    warn_inconsistent(int(wl.inconsistent_mask().sum()), source, block_size)
     return wl
 
 

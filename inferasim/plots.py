@@ -384,6 +384,15 @@ def _request_frame(result: Any) -> pd.DataFrame:
     return frame
 
 
+def _duration(ms: float) -> str:
+    """A latency for a legend: ``7.0 ms``, ``7,067 ms``, ``3,970 s``."""
+    if ms >= 10_000:
+        return f"{ms / 1000:,.0f} s"
+    if ms >= 100:
+        return f"{ms:,.0f} ms"
+    return f"{ms:.1f} ms"
+
+
 def plot_latency_cdf(
     results: Any,
     metric: str = "ttft_ms",
@@ -440,7 +449,7 @@ def plot_latency_cdf(
         color = style.color(name or "", i)
         if quantile is not None:
             q = float(np.quantile(x, quantile))
-            text = f"{text} (p{quantile * 100:g} {q:,.1f} ms)".strip()
+            text = f"{text} (p{quantile * 100:g} {_duration(q)})".strip()
             ax.plot([q], [quantile], "o", color=color, ms=3.5, zorder=4)
         ax.step(x, y, where="post", color=color, label=text or None)
         drawn = True

@@ -17,6 +17,7 @@ Other columns are kept as they are (numeric when every value is).
 
 from __future__ import annotations
 
+import csv
 import io
 import warnings
 from os import PathLike, fspath
@@ -31,6 +32,7 @@ from inferasim._parse import (
     parse_json_records,
     read_bytes,
     sort_by_arrival,
+    warn_inconsistent,
 )
 from inferasim.errors import WorkloadError
 from inferasim.workload import Workload
@@ -50,12 +52,18 @@ _RESERVED = {"line", "request_id"}
 def _canonical(names: list[str], source: str) -> dict[str, str]:
     """Map canonical field -> the file's column name (first alias present wins)."""
     lower = {str(n).strip().lower(): n for n in names}
-    found = {}
+    found: dict[str, str] = {}
     for canon, aliases in ALIASES.items():
         for alias in aliases:
-            if alias in lower:
-                found[canon] = lower[alias]
-                break
+            if alias not in lower:
+                continue
+            if canon in found:
+                raise WorkloadError(
+                    f"columns {found[canon]!r} and {lower[alias]!r} both give {canon}; keep one",
+                    source=source,
+                    line=1,
+                )
+            found[canon] = lower[alias]
     if not found:
         known = ", ".join(a for aliases in ALIASES.values() for a in aliases)
         raise WorkloadError(
@@ -80,6 +88,8 @@ def _parse_id_list(text: Any, line: int, source: str, field: str) -> list[int]:
         raise WorkloadError(f"must be a list of integers, got {text!r}", source=source, line=line, field=field)
     if any(type(v) is not int for v in values):
         raise WorkloadError(f"must be a list of integers, got {values!r:.60}", source=source, line=line, field=field)
+    if any(not -(2**63) <= v < 2**63 for v in values):
+        raise WorkloadError("hash id outside the 64-bit integer range", source=source, line=line, field=field)
     return values
 
 
@@ -142,23 +152,12 @@ def read_table(
     inferasim.errors.WorkloadError: <buffer>, line 3, field 'isl': must be >= 0, got -3
     """
     data, source = read_bytes(path_or_buffer)
-    head = data.lstrip()[:1]
-    if head in (b"[", b"{"):
+    if data.lstrip()[:1] in (b"[", b"{"):
         records, lines, unit = parse_json_records(data, source)
         columns, names = _records_to_columns(records, source, unit, lines)
     else:
         unit = "line"
-        try:
-            frame = pd.read_csv(
-                io.BytesIO(data), dtype=str, keep_default_na=False, skipinitialspace=True
-            )
-        except pd.errors.ParserError as exc:
-            raise WorkloadError(f"malformed CSV: {exc}", source=source) from None
-        if frame.empty:
-            raise WorkloadError("header row but no requests", source=source)
-        names = [str(c) for c in frame.columns]
-        lines = np.arange(2, len(frame) + 2, dtype=np.int64)
-        columns = {c: frame[c].tolist() for c in frame.columns}
+        columns, names, lines = _read_csv(data, source)
     mapping = _canonical(names, source)
     n = len(lines)
     out: dict[str, Any] = {}
@@ -197,7 +196,52 @@ def read_table(
     label = source if hasattr(path_or_buffer, "read") else fspath(path_or_buffer).rsplit("/", 1)[-1]  # type: ignore[arg-type]
     wl = Workload(frame, flat, offsets, block_size=block_size, has_hash_ids=has, source=label)
     order = sort_by_arrival(out["arrival_ms"], source)
-    return wl if order is None else wl._take(order)
+    if order is not None:
+        wl = wl._take(order)
+    warn_inconsistent(int(wl.inconsistent_mask().sum()), source, block_size)
+    return wl
+
+
+def _read_csv(data: bytes, source: str) -> tuple[dict[str, list[Any]], list[str], np.ndarray]:
+    """CSV cells by column, the header names and each row's 1-based source line.
+
+    The :mod:`csv` module tracks physical lines, so blank lines and quoted
+    fields spanning lines keep the numbers right.
+    """
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise WorkloadError(f"not UTF-8 text: {exc}", source=source) from None
+    reader = csv.reader(io.StringIO(text), skipinitialspace=True)
+    header: list[str] | None = None
+    rows: list[list[str]] = []
+    lines: list[int] = []
+    try:
+        for row in reader:
+            if not row or all(not cell.strip() for cell in row):
+                continue
+            if header is None:
+                header = [cell.strip() for cell in row]
+                dupes = sorted({h for h in header if header.count(h) > 1})
+                if dupes:
+                    raise WorkloadError(f"duplicate column(s) {dupes}", source=source, line=reader.line_num)
+                continue
+            if len(row) != len(header):
+                raise WorkloadError(
+                    f"malformed CSV: {len(row)} fields, but the header has {len(header)}",
+                    source=source,
+                    line=reader.line_num,
+                )
+            rows.append(row)
+            lines.append(reader.line_num)
+    except csv.Error as exc:
+        raise WorkloadError(f"malformed CSV: {exc}", source=source, line=reader.line_num) from None
+    if header is None:
+        raise WorkloadError("empty file: no header row", source=source)
+    if not rows:
+        raise WorkloadError("header row but no requests", source=source)
+    columns = {name: [row[j].strip() for row in rows] for j, name in enumerate(header)}
+    return columns, header, np.asarray(lines, dtype=np.int64)
 
 
 def _csv_values(values: list[Any]) -> list[Any]:

@@ -131,7 +131,10 @@ class Workload:
         Parameters
         ----------
         arrival_ms, input_len, output_len : array-like
-            Arrival time (ms) and prompt / generated lengths (tokens).
+            Arrival time (ms, finite) and prompt / generated lengths (whole
+            numbers of tokens, >= 0). A bad value raises
+            :class:`~inferasim.WorkloadError` naming its 0-based position
+            (``request i``) and column.
         hash_ids : sequence of sequences of int, optional
             Each request's block hash ids.
         block_size : int, default 512
@@ -151,12 +154,19 @@ class Workload:
         >>> wl.frame["input_len"].tolist(), wl.block_ids(0).tolist()
         ([20, 10], [2])
         """
+        from inferasim._parse import length_column, number_column
+
+        where = source or "from_requests"
+        n = len(arrival_ms)
+        index = np.arange(n, dtype=np.int64)
+        for name, values in (("input_len", input_len), ("output_len", output_len)):
+            if len(values) != n:
+                raise WorkloadError(f"column {name!r} has {len(values)} values, expected {n}")
         data = {
-            "arrival_ms": np.asarray(arrival_ms, dtype=np.float64),
-            "input_len": np.asarray(input_len, dtype=np.int64),
-            "output_len": np.asarray(output_len, dtype=np.int64),
+            "arrival_ms": number_column(np.asarray(arrival_ms).tolist(), "arrival_ms", index, where, "request"),
+            "input_len": length_column(np.asarray(input_len).tolist(), "input_len", index, where, "request"),
+            "output_len": length_column(np.asarray(output_len).tolist(), "output_len", index, where, "request"),
         }
-        n = data["arrival_ms"].size
         for name, values in columns.items():
             data[name] = np.asarray(values)
         for name, values in data.items():
@@ -170,12 +180,17 @@ class Workload:
         else:
             if len(hash_ids) != n:
                 raise WorkloadError(f"hash_ids has {len(hash_ids)} rows, expected {n}")
-            lengths = np.fromiter((len(h) for h in hash_ids), dtype=np.int64, count=n)
+            blocks = [np.asarray(h) for h in hash_ids]
+            for i, block in enumerate(blocks):
+                if block.ndim != 1 or (block.size and block.dtype.kind not in "iu"):
+                    raise WorkloadError(
+                        f"must be a list of integers, got {hash_ids[i]!r:.60}",
+                        source=where, line=i, field="hash_ids", unit="request",
+                    )
+            lengths = np.fromiter((b.size for b in blocks), dtype=np.int64, count=n)
             offsets = np.concatenate(([0], np.cumsum(lengths)))
             flat = (
-                np.concatenate([np.asarray(h, dtype=np.int64) for h in hash_ids])
-                if n
-                else np.zeros(0, np.int64)
+                np.concatenate([b.astype(np.int64) for b in blocks]) if n else np.zeros(0, np.int64)
             )
             has = True
         order = np.argsort(frame["arrival_ms"].to_numpy(), kind="stable")
@@ -232,14 +247,16 @@ class Workload:
     # ---------------------------------------------------------------- accessors
     @property
     def frame(self) -> pd.DataFrame:
-        """The request table (one row per request, no list column). Do not mutate it.
+        """The request table (one row per request, no list column).
+
+        A copy-on-write view: changing it never changes the workload.
 
         Examples
         --------
         >>> Workload.from_requests([0], [10], [2]).frame.columns.tolist()
         ['arrival_ms', 'input_len', 'output_len']
         """
-        return self._frame
+        return self._frame.copy(deep=False)
 
     @property
     def hash_ids(self) -> np.ndarray:
@@ -580,6 +597,8 @@ class Workload:
         >>> Workload.from_requests([0, 5], [1, 1], [1, 1]).shift_time(100).arrival_ms
         array([100., 105.])
         """
+        if not np.isfinite(offset_ms):
+            raise ValueError(f"offset_ms must be a finite number, got {offset_ms!r}")
         frame = self._frame.assign(arrival_ms=self.arrival_ms + float(offset_ms))
         return self._take(np.arange(len(self)), frame=frame)
 

@@ -140,7 +140,7 @@ class BlockCache:
     ((1, 1), 1)
     """
 
-    __slots__ = ("ref", "pinned", "evictions", "_policy")
+    __slots__ = ("ref", "pinned", "evictions", "_policy", "_lru")
 
     def __init__(self, eviction: str = "lru") -> None:
         if eviction == "lru":
@@ -149,6 +149,7 @@ class BlockCache:
             self._policy = _HeapPolicy(lfu=eviction == "lfu")
         else:
             raise ValueError(f"eviction must be one of {EVICTION_POLICIES}, got {eviction!r}")
+        self._lru = eviction == "lru"
         self.ref: dict[int, int] = {}
         self.pinned = 0
         self.evictions = 0
@@ -233,6 +234,30 @@ class BlockCache:
         self._policy.inserted(h)
         return True
 
+    def register_run(self, ids: Sequence[int], out: list[int]) -> int:
+        """:meth:`register` every id of ``ids``; append the cached ones to ``out``.
+
+        Returns how many were cached (the rest were cached already).
+
+        Examples
+        --------
+        >>> c = BlockCache(); _ = c.register(2); held = []
+        >>> c.register_run([1, 2, 3], held), held
+        (2, [1, 3])
+        """
+        ref = self.ref
+        k = 0
+        lru = self._lru
+        for h in ids:
+            if h not in ref:
+                ref[h] = 1
+                out.append(h)
+                k += 1
+                if not lru:
+                    self._policy.inserted(h)
+        self.pinned += k
+        return k
+
     def release(self, ids: Sequence[int]) -> None:
         """Drop one reference from each block, tail first.
 
@@ -241,13 +266,16 @@ class BlockCache:
         >>> c = BlockCache(); _ = c.register(1); c.release([1]); c.ref, c.pinned
         ({1: 0}, 0)
         """
-        ref, policy = self.ref, self._policy
+        ref = self.ref
+        add = self._policy._od.__setitem__ if self._lru else self._policy.add
+        freed = 0
         for h in reversed(ids):
             r = ref[h] - 1
             ref[h] = r
             if r == 0:
-                self.pinned -= 1
-                policy.add(h)
+                freed += 1
+                add(h, None) if self._lru else add(h)
+        self.pinned -= freed
 
     def evict(self, n: int) -> None:
         """Evict ``n`` evictable blocks chosen by the policy.
@@ -257,11 +285,17 @@ class BlockCache:
         >>> c = BlockCache(); _ = c.register(1); c.release([1]); c.evict(1); c.size
         0
         """
-        if n > len(self._policy):
-            raise RuntimeError(f"cannot evict {n} blocks: {len(self._policy)} evictable")
-        ref, policy = self.ref, self._policy
-        for _ in range(n):
-            h = policy.pop()
-            del ref[h]
-            policy.forget(h)
+        policy = self._policy
+        if n > len(policy):
+            raise RuntimeError(f"cannot evict {n} blocks: {len(policy)} evictable")
+        ref = self.ref
+        if self._lru:
+            popitem = policy._od.popitem
+            for _ in range(n):
+                del ref[popitem(False)[0]]
+        else:
+            for _ in range(n):
+                h = policy.pop()
+                del ref[h]
+                policy.forget(h)
         self.evictions += n

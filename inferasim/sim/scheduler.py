@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import heapq
 from array import array
+from bisect import bisect_left, bisect_right
 from collections import deque
 from typing import Any
 
@@ -42,6 +43,10 @@ from inferasim.sim.cache import BlockCache
 __all__ = ["Replica", "Seq"]
 
 WAITING, PREFILL, DECODE, DONE = 0, 1, 2, 3
+
+# Stretches up to this many steps are priced with scalar cost calls (cheaper
+# than one array call's fixed overhead); the cost protocol makes both equal.
+_SCALAR_STEPS = 20
 
 
 class Seq:
@@ -151,8 +156,8 @@ class Replica:
         self.cur_B = 0
         self.p_K = 0
         self.p_pos = 0
-        self.p_ends: np.ndarray | None = None
-        self.p_cum: np.ndarray | None = None
+        self.p_ends: list[float] = []
+        self.p_cum: list[int] = []
         # observable load
         self.outstanding = 0
         self.queued_blocks = 0
@@ -371,7 +376,15 @@ class Replica:
         return need
 
     def _plan(self, t: float, cap: int) -> None:
-        """Price a pure-decode stretch starting at ``t`` (at most ``cap`` steps)."""
+        """Price a pure-decode stretch starting at ``t`` (at most ``cap`` steps).
+
+        The stretch ends at the step that finishes a sequence, before the
+        first step whose new blocks would not fit (before the first eviction
+        when requests wait: an eviction can change what they may reuse), or
+        after ``cap`` steps. Arrivals routed here cut it short
+        (:meth:`arrive`). Step times come from one vectorised cost call and a
+        sequential cumulative sum, which equals the plain loop's ``t += dt``.
+        """
         B, S, D = self.B, self.S, self.D
         heap = self.heap
         while True:  # drop stale finish entries
@@ -382,42 +395,55 @@ class Replica:
         K = heap[0][0] - D
         if K > cap:
             K = cap
-        if K > 1:
-            bs = self.bs
-            phase = np.frombuffer(self.phase, dtype=np.int64)
-            counts = phase[(np.arange(D + 1, D + K, dtype=np.int64)) % bs]
-            cum = np.cumsum(counts)
-            free = self.capacity - self.n_private - len(self.cache.ref)
-            limit = free if self.waiting else free + self.cache.evictable
-            fit = int(cum.searchsorted(limit, "right"))
-            if fit + 1 < K:
-                K = fit + 1
+        cost = self.cost
         if K == 1:
             self.p_K = 0
-            dt = self.cost(0, 0, B, S + B * np.arange(1, dtype=np.int64))
-            self.step_end = t + float(np.asarray(dt, dtype=np.float64).reshape(-1)[0])
+            self.step_end = t + float(cost(0, 0, B, S))
             return
-        dt = np.broadcast_to(
-            np.asarray(self.cost(0, 0, B, S + B * np.arange(K, dtype=np.int64)), dtype=np.float64),
-            (K,),
-        )
-        ends = np.cumsum(np.concatenate(([t], dt)))[1:]
+        # new blocks of steps 1..K-1: decode step d allocates phase[d % bs]
+        phase = np.frombuffer(self.phase, dtype=np.int64)
+        bs = self.bs
+        lo = (D + 1) % bs
+        if lo + K - 1 <= bs:
+            cum = phase[lo : lo + K - 1].cumsum()
+        else:
+            cum = np.resize(np.concatenate((phase[lo:], phase[:lo])), K - 1).cumsum()
+        free = self.capacity - self.n_private - len(self.cache.ref)
+        limit = free if self.waiting else free + self.cache.evictable
+        if cum[-1] > limit:
+            K = int(cum.searchsorted(limit, "right")) + 1
+            if K == 1:
+                self.p_K = 0
+                self.step_end = t + float(cost(0, 0, B, S))
+                return
+        if K <= _SCALAR_STEPS:
+            ends = []
+            e = t
+            for j in range(K):
+                e += float(cost(0, 0, B, S + B * j))
+                ends.append(e)
+        else:
+            dt = np.broadcast_to(
+                np.asarray(cost(0, 0, B, S + B * np.arange(K, dtype=np.int64)), dtype=np.float64),
+                (K,),
+            )
+            ends = np.cumsum(np.concatenate(([t], dt)))[1:].tolist()
         self.p_ends = ends
-        self.p_cum = np.concatenate(([0], cum[: K - 1]))
+        self.p_cum = [0, *cum[: K - 1].tolist()]
         self.p_K = K
         self.p_pos = 0
-        self.step_end = float(ends[0])
+        self.step_end = ends[0]
 
     def _progress(self, until: float) -> None:
         """Apply the plan's steps that start before ``until`` (all pure decode)."""
         ends = self.p_ends
-        jn = int(ends.searchsorted(until))
+        jn = bisect_left(ends, until)
         if jn > self.p_K - 1:
             jn = self.p_K - 1
         j = self.p_pos
         if jn <= j:
             return
-        start = float(ends[jn - 1])
+        start = ends[jn - 1]
         if self.next_sample < start:
             self._emit_plan(j, jn, start)
         k = jn - j
@@ -426,7 +452,7 @@ class Replica:
         self.S += B * k
         self.outstanding -= B * k
         self.steps += k
-        alloc = int(self.p_cum[jn] - self.p_cum[j])
+        alloc = self.p_cum[jn] - self.p_cum[j]
         if alloc:
             self._allocate(alloc)
             kv = self.n_private + self.cache.pinned
@@ -434,7 +460,7 @@ class Replica:
                 self.peak_kv = kv
         self.p_pos = jn
         self.clock = start
-        self.step_end = float(ends[jn])
+        self.step_end = ends[jn]
 
     def _emit_plan(self, j: int, jn: int, stop: float) -> None:
         """Timeline samples inside a stretch (state after each step's allocations)."""
@@ -446,8 +472,8 @@ class Replica:
         q, r = len(self.waiting), len(self.running)
         while self.next_sample < stop:
             s = self.next_sample
-            i = int(ends.searchsorted(s, "right"))
-            extra = int(cum[i] - cum[j])
+            i = bisect_right(ends, s)
+            extra = cum[i] - cum[j]
             evicted = extra - free0 if extra > free0 else 0
             self.tl.append((s, q, r, kv0 + extra, ev0 - evicted))
             self.sample_i += 1
@@ -486,14 +512,10 @@ class Replica:
                     self.outstanding -= (c if c < P else P) - c0
                 ids = seq.ids
                 if ids:
+                    j0 = c0 // bs
                     j1 = c // bs
-                    if j1 > len(ids):
-                        j1 = len(ids)
-                    for jb in range(c0 // bs, j1):
-                        h = ids[jb]
-                        if cache.register(h):
-                            seq.hashed.append(h)
-                            self.n_private -= 1
+                    if j1 > j0 and j0 < len(ids):
+                        self.n_private -= cache.register_run(ids[j0:j1], seq.hashed)
                 if c == seq.tokens:
                     seq.gen += 1
                     self.outstanding -= 1
