@@ -192,6 +192,10 @@ def _label(path_or_name: Any, source: str) -> str:
 def write_mooncake(workload: Workload, path: str | PathLike[str] | IO[Any]) -> None:
     """Write a workload as Mooncake JSON lines that :func:`read_mooncake` reads back exactly.
 
+    The round trip is exact for every workload whose first request arrives
+    at 0 ms (all that readers and generators make): readers shift arrivals so
+    the first is at 0, as ``arrival_ms`` is defined.
+
     Timestamps are written as integers when every arrival is a whole number
     of ms, else as shortest round-trip floats. Only the four Mooncake fields
     are written (extra columns such as ``prefix_id`` are not part of the

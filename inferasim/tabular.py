@@ -276,7 +276,9 @@ def write_table(workload: Workload, path: str | PathLike[str] | IO[Any]) -> None
 
     Columns: every column of ``workload.frame`` but the provenance ``line``,
     then ``hash_ids`` as space-separated integers when the workload has ids.
-    Arrival times are written with full float precision.
+    Arrival times are written with full float precision; as with
+    :func:`~inferasim.mooncake.write_mooncake` the round trip is exact when
+    the first request arrives at 0 ms (readers rebase arrivals).
 
     Examples
     --------
