@@ -303,8 +303,11 @@ class Replica:
             preempted = True
         if not preempted and self.waiting:
             need += self._admit(t, chunks, budget, avail - need)
+        evicted = False
         if need:
+            ev0 = cache.evictions
             self._allocate(need)
+            evicted = cache.evictions != ev0
         kv = self.n_private + cache.pinned
         if kv > self.peak_kv:
             self.peak_kv = kv
@@ -322,7 +325,10 @@ class Replica:
         if not B:
             raise RuntimeError("internal error: a step with nothing to run")
         self.cur_chunks = []
-        self._plan(t, 1 if preempted else self.plan_cap)
+        # After a preemption, or an eviction while requests wait (it can shorten
+        # their cached prefix and so their memory need), the next step must be
+        # scheduled afresh: no stretch.
+        self._plan(t, 1 if preempted or (evicted and self.waiting) else self.plan_cap)
 
     def _admit(self, t: float, chunks: list[tuple[Seq, int]], budget: int, avail: int) -> int:
         """Admit waiting requests FCFS while budget, slots and memory allow.
