@@ -17,6 +17,8 @@ Examples
 ...                                  num_prefixes=8, prefix_len=1024, seed=0)
 >>> len(wl)
 200
+>>> round(ism.reuse.infinite_hit_ratio(wl).block_hit_ratio, 3) > 0
+True
 """
 
 from __future__ import annotations
@@ -45,7 +47,12 @@ __all__ = [
 ]
 
 
+_SUBMODULES = ("reuse", "plots", "sim", "traces", "widgets", "figures", "style")
+
+
 def __getattr__(name: str) -> Any:
     if name in _LAZY:
         return getattr(import_module(_LAZY[name]), name)
+    if name in _SUBMODULES:
+        return import_module(f"inferasim.{name}")
     raise AttributeError(f"module 'inferasim' has no attribute {name!r}")
