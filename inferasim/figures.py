@@ -34,7 +34,15 @@ from typing import Any
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
-from matplotlib.ticker import FuncFormatter, LogLocator, NullLocator, PercentFormatter
+from matplotlib.lines import Line2D
+from matplotlib.patches import Patch
+from matplotlib.ticker import (
+    FuncFormatter,
+    LogLocator,
+    NullFormatter,
+    NullLocator,
+    PercentFormatter,
+)
 
 from inferasim import style
 from inferasim.workload import Workload
@@ -1140,25 +1148,75 @@ def plot_local_vs_global(table: pd.DataFrame) -> Figure:
 
 
 def plot_ttft_by_routing(
-    results: Mapping[tuple[str, str], Any], trace: str = "conversation"
+    results: Mapping[tuple[str, str], Any], traces: Sequence[str] | None = None
 ) -> Figure:
-    """TTFT distribution per routing policy (ECDF, log x) with p99 marked.
+    """TTFT per routing policy: an ECDF panel per trace (p99 dotted) and the p99s side by side.
+
+    Parameters
+    ----------
+    results : mapping of (trace, routing) to SimResult
+    traces : sequence of str, optional
+        Traces to show (default: all in ``results``, in order).
 
     Examples
     --------
     >>> wl = Workload.from_synthetic(20, rate=5.0, input_len=512, output_len=8, seed=0)
     >>> r = simulate(wl, replicas=2, routing="round_robin")
-    >>> plot_ttft_by_routing({("t", "round_robin"): r}, trace="t").axes[0].get_xlabel()
-    'TTFT (ms)'
+    >>> [ax.get_xlabel() for ax in plot_ttft_by_routing({("t", "round_robin"): r}).axes]
+    ['TTFT (ms)', 'routing policy']
     """
     from inferasim import plots
 
+    traces = list(traces) if traces is not None else list(dict.fromkeys(t for t, _ in results))
+    policies = list(dict.fromkeys(r for _, r in results))
     with style.paper_style():
-        fig, axes = _figure(style.SINGLE)
-        ax = axes[0, 0]
-        runs = {routing: res for (t, routing), res in results.items() if t == trace}
-        plots.plot_latency_cdf(runs, metric="ttft_ms", ax=ax, labels=label)
-        ax.set_title(f"TTFT by routing ({trace})")
+        fig, axes = _figure((style.DOUBLE[0], 2.6), ncols=len(traces) + 1)
+        for ax, trace in zip(axes[0], traces, strict=False):
+            runs = {routing: res for (t, routing), res in results.items() if t == trace}
+            plots.plot_latency_cdf(runs, metric="ttft_ms", ax=ax, labels=label, quantile=0.99)
+            ax.get_legend().remove()
+            ax.set_title(f"{trace} trace")
+        bars = axes[0, -1]
+        width = 0.8 / max(len(traces), 1)
+        x = np.arange(len(policies))
+        hatches = ["", "///", "..."]
+        for k, trace in enumerate(traces):
+            p99 = [
+                float(np.nanquantile(results[trace, p].requests["ttft_ms"], 0.99))
+                if (trace, p) in results
+                else np.nan
+                for p in policies
+            ]
+            bars.bar(
+                x + (k - (len(traces) - 1) / 2) * width,
+                p99,
+                width,
+                color=[style.color(p, j) for j, p in enumerate(policies)],
+                hatch=hatches[k % len(hatches)],
+                edgecolor="white",
+                linewidth=0.3,
+                label=trace,
+            )
+        bars.set_yscale("log")
+        bars.set_xticks(x, [str(j + 1) for j in range(len(policies))])
+        bars.set_xlabel("routing policy")
+        bars.set_ylabel("TTFT p99 (ms)")
+        bars.set_title("TTFT p99 by policy")
+        handles: list[Any] = [
+            Line2D([], [], color=style.color(p, j), lw=2, label=f"{j + 1}: {label(p)}")
+            for j, p in enumerate(policies)
+        ]
+        handles += [
+            Patch(
+                facecolor="0.75",
+                edgecolor="white",
+                hatch=hatches[k % len(hatches)],
+                label=f"bars: {t}",
+            )
+            for k, t in enumerate(traces)
+        ]
+        handles.append(Line2D([], [], color="0.3", marker="o", ls="", ms=3.5, label="dot: p99"))
+        fig.legend(handles=handles, loc="outside lower center", ncol=4)
     return fig
 
 
@@ -1227,6 +1285,9 @@ def plot_teaching(table: pd.DataFrame, experiment: str) -> Figure:
         b.plot(x, table["ttft_p99_ms"], marker="s", color=style.color("cache_aware"), label="p99")
         b.set_ylabel("TTFT (ms)")
         b.set_yscale("log")
+        b.yaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
+        b.yaxis.set_major_formatter(FuncFormatter(lambda v, _p: f"{v:,.0f}"))
+        b.yaxis.set_minor_formatter(NullFormatter())
         b.legend(loc="best")
         for ax in (a, b):
             ax.set_xlabel(exp.axis_label)
@@ -1304,7 +1365,7 @@ FIGURES: tuple[FigureSpec, ...] = (
     FigureSpec(
         "ttft_by_routing",
         "03_routing_and_locality",
-        "TTFT ECDF per routing policy (conversation)",
+        "TTFT ECDF per routing policy on both traces, p99 bars",
         lambda s: plot_ttft_by_routing(s.routing),
     ),
     FigureSpec(

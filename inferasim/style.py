@@ -73,6 +73,7 @@ _NAMED: dict[str, str] = {
     "random": OKABE_ITO["orange"],
     "least_loaded": OKABE_ITO["green"],
     "cache_aware": OKABE_ITO["vermillion"],
+    "longest_match": OKABE_ITO["purple"],
     "kv_cost": OKABE_ITO["blue"],
     # local vs global
     "local": OKABE_ITO["vermillion"],
