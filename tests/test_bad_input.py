@@ -233,7 +233,32 @@ def test_csv_empty_file(tmp_path):
 
 def test_csv_malformed(tmp_path):
     e = csv_error(tmp_path, "time,isl,osl\n0,1,1\n1,2,3,4,5\n")
+    msg = str(e)
+    assert "lens.csv" in msg and "line 3" in msg and "malformed CSV" in msg
+    assert "5 fields" in msg and "header has 3" in msg
+
+
+def test_csv_unterminated_quote(tmp_path):
+    e = csv_error(tmp_path, 'time,isl,osl\n0,1,1\n1,"2,3\n')
     assert "lens.csv" in str(e) and "malformed CSV" in str(e)
+
+
+def test_csv_duplicate_header(tmp_path):
+    e = csv_error(tmp_path, "time,isl,osl,isl\n0,1,1,2\n")
+    assert "lens.csv" in str(e) and "line 1" in str(e) and "duplicate" in str(e) and "isl" in str(e)
+
+
+def test_csv_not_utf8(tmp_path):
+    path = tmp_path / "lens.csv"
+    path.write_bytes(b"time,isl,osl\n0,1,1\n1,\xff,1\n")
+    with pytest.raises(WorkloadError, match="lens.csv.*UTF-8"):
+        Workload.from_csv(path)
+
+
+def test_csv_line_numbers_with_multiline_quoted_field(tmp_path):
+    # the quoted note spans lines 2-3, so the bad row is on line 4
+    e = csv_error(tmp_path, 'time,isl,osl,note\n0,1,1,"a\nb"\n1,-1,1,x\n')
+    assert "line 4" in str(e) and "field 'isl'" in str(e)
 
 
 @pytest.mark.parametrize(
@@ -296,23 +321,20 @@ def test_json_table_bad_length(tmp_path):
     assert "field 'isl'" in str(info.value) and "must be >= 0" in str(info.value)
 
 
-# --------------------------------------------------- known bugs (see notes)
+# ------------------------------------------ fixed bugs 1-4, 9 (see notes)
 
 
-@pytest.mark.xfail(strict=True, reason="bug 1: lengths beyond int64 wrap to -2**63 silently")
 @pytest.mark.parametrize("cell", ["1e30", "9223372036854775808"])
 def test_length_beyond_int64_is_an_error(tmp_path, cell):
     e = csv_error(tmp_path, f"time,isl,osl\n0,{cell},1\n")
-    assert "line 2" in str(e) and "field 'isl'" in str(e)
+    assert "line 2" in str(e) and "field 'isl'" in str(e) and "out of range" in str(e)
 
 
-@pytest.mark.xfail(strict=True, reason="bug 1: lengths beyond int64 wrap to -2**63 silently")
 def test_mooncake_length_beyond_int64_is_an_error(tmp_path):
     e = mooncake_error(tmp_path, jl(GOOD, with_(input_length=1e30)))
-    assert "line 2" in str(e) and "field 'input_length'" in str(e)
+    assert "line 2" in str(e) and "field 'input_length'" in str(e) and "out of range" in str(e)
 
 
-@pytest.mark.xfail(strict=True, reason="bug 2: CSV hash id beyond int64 raises a bare OverflowError")
 def test_csv_hash_id_beyond_int64(tmp_path):
     path = tmp_path / "lens.csv"
     path.write_text("time,isl,osl,hash_ids\n0,1,1,99999999999999999999\n")
@@ -321,36 +343,30 @@ def test_csv_hash_id_beyond_int64(tmp_path):
     assert "line 2" in str(info.value) and "field 'hash_ids'" in str(info.value)
 
 
-@pytest.mark.xfail(strict=True, reason="bug 3: CSV line numbers skip blank lines")
 def test_csv_line_numbers_count_blank_lines(tmp_path):
     e = csv_error(tmp_path, "time,isl,osl\n0,1,1\n\n5,-1,1\n")
     assert "line 4" in str(e)
+    path = tmp_path / "ok.csv"
+    path.write_text("\ntime,isl,osl\n0,1,1\n\n5,2,1\n")
+    assert Workload.from_csv(path).frame["line"].tolist() == [3, 5]
 
 
-@pytest.mark.xfail(strict=True, reason="bug 4: '{...},{...}' on one JSONL line is accepted")
 def test_two_objects_on_one_jsonl_line(tmp_path):
     e = mooncake_error(tmp_path, json.dumps(GOOD) + "," + json.dumps(GOOD) + "\n" + json.dumps(GOOD) + "\n")
     assert "line 1" in str(e) and "malformed JSON" in str(e)
 
 
-@pytest.mark.xfail(strict=True, reason="bug 9: a second alias column overwrites the validated one")
 @pytest.mark.parametrize(
-    ("text", "column", "expected"),
+    ("text", "first", "second"),
     [
-        ("time,isl,input_len,osl\n0,10,20,1\n5,10,abc,1\n", "input_len", [10, 10]),
-        ("arrival,arrival_ms,isl,osl\n100,7,10,1\n200,3,10,1\n", "arrival_ms", [0.0, 100.0]),
-        ("time,isl,osl,output_len\n0,10,1,x\n5,10,2,y\n", "output_len", [1, 2]),
+        ("time,isl,input_len,osl\n0,10,20,1\n5,10,abc,1\n", "isl", "input_len"),
+        ("arrival,arrival_ms,isl,osl\n100,7,10,1\n200,3,10,1\n", "arrival", "arrival_ms"),
+        ("time,isl,osl,output_len\n0,10,1,x\n5,10,2,y\n", "osl", "output_len"),
     ],
 )
-def test_two_aliases_of_one_field(tmp_path, text, column, expected):
-    # Either a clear error naming both columns, or the first alias is used and validated;
-    # never the second column's raw, unvalidated values under the canonical name.
-    path = tmp_path / "lens.csv"
-    path.write_text(text)
-    try:
-        wl = Workload.from_csv(path)
-    except WorkloadError as exc:
-        assert "lens.csv" in str(exc) and column in str(exc)
-        return
-    assert wl.frame[column].tolist() == expected
-    assert wl.frame[column].dtype.kind in "if"
+def test_two_aliases_of_one_field(tmp_path, text, first, second):
+    # the second column used to overwrite the validated one with raw values (bug 9)
+    e = csv_error(tmp_path, text)
+    msg = str(e)
+    assert "lens.csv" in msg and "line 1" in msg
+    assert f"'{first}'" in msg and f"'{second}'" in msg and "both" in msg

@@ -8,6 +8,7 @@ equality and display.
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 import pandas as pd
@@ -544,34 +545,44 @@ def test_to_frame_has_list_column():
     assert "hash_ids" not in Workload.from_requests([0], [4], [1]).to_frame().columns
 
 
-# --------------------------------------------------- known bugs (see notes)
+# ------------------------------------------------- value checks (bugs 7, 8)
 
 
-@pytest.mark.xfail(strict=True, reason="bug 7: from_requests silently truncates/accepts bad values")
 @pytest.mark.parametrize(
-    "kwargs",
+    ("kwargs", "words"),
     [
-        dict(arrival_ms=[0], input_len=[1.5], output_len=[1]),            # truncated to 1
-        dict(arrival_ms=[0], input_len=[-5], output_len=[1]),             # negative length
-        dict(arrival_ms=[0], input_len=[5], output_len=[-1]),
-        dict(arrival_ms=[float("nan"), 0], input_len=[1, 1], output_len=[1, 1]),
-        dict(arrival_ms=[0], input_len=[10], output_len=[1], hash_ids=[[1.7]]),  # id 1.7 -> 1
+        (dict(arrival_ms=[0, 1], input_len=[3, 1.5], output_len=[1, 1]),   # was truncated to 1
+         "request 1, field 'input_len'"),
+        (dict(arrival_ms=[0], input_len=[-5], output_len=[1]), "field 'input_len'"),
+        (dict(arrival_ms=[0], input_len=[5], output_len=[-1]), "field 'output_len'"),
+        (dict(arrival_ms=[0, float("nan")], input_len=[1, 1], output_len=[1, 1]),
+         "request 1, field 'arrival_ms'"),
+        (dict(arrival_ms=[0], input_len=[1], output_len=[1], hash_ids=[[1.7]]),  # was id 1
+         "field 'hash_ids'"),
+        (dict(arrival_ms=[0], input_len=[1], output_len=[1], hash_ids=[[True]]),
+         "field 'hash_ids'"),
     ],
 )
-def test_from_requests_rejects_bad_values(kwargs):
-    with pytest.raises(WorkloadError):
+def test_from_requests_rejects_bad_values(kwargs, words):
+    with pytest.raises(WorkloadError, match=re.escape(words)):
         Workload.from_requests(**kwargs)
 
 
-@pytest.mark.xfail(strict=True, reason="bug 8: wl.frame is the workload's own frame; "
-                   "mutating it changes the (immutable) workload")
+@pytest.mark.xfail(strict=True, reason="bug 11: from_requests wraps hash ids >= 2**63 (uint64)")
+@pytest.mark.parametrize("big", [2**63, 2**64 - 1])
+def test_from_requests_rejects_ids_beyond_int64(big):
+    with pytest.raises(WorkloadError, match="hash_ids"):
+        Workload.from_requests([0], [1], [1], [[big]])
+
+
 def test_mutating_the_frame_does_not_change_the_workload():
     wl = Workload.from_requests([0, 1], [5, 5], [1, 1])
-    wl.frame.loc[0, "input_len"] = 99
+    f = wl.frame
+    f.loc[0, "input_len"] = 99
     assert wl.input_len.tolist() == [5, 5]
+    assert wl.describe()["input_max"] == 5
 
 
-@pytest.mark.xfail(strict=True, reason="bug 7: shift_time accepts a non-finite offset")
 @pytest.mark.parametrize("offset", [float("nan"), float("inf")])
 def test_shift_time_rejects_non_finite_offset(offset):
     with pytest.raises(ValueError):
