@@ -1006,7 +1006,7 @@ def draw_hit_rate_curve(
     )
     ax.set_xscale("log")
     ax.xaxis.set_major_formatter(TOKENS)
-    ax.yaxis.set_major_formatter(PercentFormatter(1.0))
+    ax.yaxis.set_major_formatter(PercentFormatter(1.0, decimals=0))
     ax.set_xlabel("cache capacity (tokens)")
     ax.set_ylabel("token hit ratio")
     return line

@@ -69,7 +69,7 @@ for trace in study.workloads:
 sizing = pd.DataFrame(rows).pivot(
     index="capacity_tokens", columns="trace", values="token_hit_ratio"
 )
-sizing.style.format("{:.1%}")
+(100 * sizing).round(1).rename_axis(columns="token hit ratio (%)")
 
 # %%
 conv_gain = sizing.loc[3e7, "conversation"] - sizing.loc[3e6, "conversation"]
