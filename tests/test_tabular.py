@@ -58,6 +58,13 @@ def test_header_whitespace_and_cell_spaces():
     assert wl.input_len.tolist() == [10, 20] and wl.arrival_ms.tolist() == [0, 5]
 
 
+def test_crlf_bom_and_quoted_cells():
+    data = '\ufefftime,isl,osl\r\n"0","10",1\r\n5,"20",2\r\n'.encode()
+    wl = Workload.from_csv(io.BytesIO(data))
+    assert wl.arrival_ms.tolist() == [0, 5] and wl.input_len.tolist() == [10, 20]
+    assert wl.frame["line"].tolist() == [2, 3]
+
+
 # ---------------------------------------------------------- missing columns
 
 
