@@ -98,6 +98,18 @@ def test_mooncake_file(capsys, tmp_path):
     assert rows["offered_rate_rps"] == "2"
 
 
+def test_gzipped_json_array_mooncake_file(capsys, tmp_path):
+    import gzip
+
+    path = tmp_path / "t.json.gz"
+    records = [json.loads(x) for x in MOONCAKE.splitlines()]
+    path.write_bytes(gzip.compress(json.dumps(records).encode()))
+    code, out, _ = run(capsys, str(path))
+    assert code == 0
+    assert out.splitlines()[0] == "Workload from t.json.gz: 2 requests, block_size=512"
+    assert table(out)["infinite_block_hit_ratio"] == "0.25"
+
+
 def test_csv_file_has_no_hash_ids(capsys, tmp_path):
     path = tmp_path / "lens.csv"
     path.write_text("time,isl,osl\n0,100,10\n500,300,30\n")
