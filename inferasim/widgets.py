@@ -153,7 +153,8 @@ class CacheSizing(W.VBox):
 
         analysis = W.HBox([c["trace"], c["policy"], c["capacity"]])
         fleet = W.HBox([c["replicas"], c["routing"], c["load"]])
-        run = W.HBox([c["simulate"], self.progress, self.status])
+        self.sim_progress = W.Output()
+        run = W.HBox([c["simulate"], self.progress, self.status, self.sim_progress])
         super().__init__(
             [analysis, self.readout, self.hit_image, fleet, run, self.sim_image, self.sim_table]
         )
@@ -321,6 +322,9 @@ class CacheSizing(W.VBox):
         self.progress.value = 0.1
         self.status.value = f"simulating {len(wl):,} requests on {s['replicas']} replicas ..."
         start = time.perf_counter()
+        # In a live kernel the simulator's own per-request bar (tqdm, shown on
+        # runs over a second) goes into this Output; headless, no bar.
+        live = _in_kernel()
         try:
             sim = Simulator(
                 replicas=s["replicas"],
@@ -328,9 +332,15 @@ class CacheSizing(W.VBox):
                 eviction=eviction,
                 kv_blocks=s["kv_blocks"],
                 seed=0,
-                progress=False,
+                progress=live,
             )
-            self.result = sim.run(wl)
+            if live:
+                with self.sim_progress:
+                    self.sim_progress.clear_output()
+                    self.result = sim.run(wl)
+                self.sim_progress.clear_output()
+            else:
+                self.result = sim.run(wl)
         except Exception as exc:
             self.progress.bar_style = "danger"
             self.status.value = f"simulation failed: {exc}"
@@ -397,6 +407,16 @@ class CacheSizing(W.VBox):
             f"(the reuse analysis above says {self.hit_ratio:.1%} for one cache of this size)</p>"
             + table.to_html()
         )
+
+
+def _in_kernel() -> bool:
+    """True inside a running IPython kernel (where widget output is shown)."""
+    try:
+        from IPython import get_ipython
+    except ImportError:  # pragma: no cover - IPython comes with ipywidgets
+        return False
+    shell = get_ipython()
+    return shell is not None and getattr(shell, "kernel", None) is not None
 
 
 def _sim_evictions() -> tuple[str, ...]:
