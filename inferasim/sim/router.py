@@ -231,6 +231,15 @@ class LeastLoadedRouter:
     def __call__(self, request: Request, replicas: Sequence[ReplicaView]) -> int:
         return _least_loaded(replicas)
 
+    def _fast(self, input_len: int, ids: list[int], limit: int, reps: Sequence[Any]) -> int:
+        """Same answer as ``__call__``, reading the replicas directly (engine use)."""
+        best, best_load = 0, reps[0].outstanding
+        for i in range(1, len(reps)):
+            load = reps[i].outstanding
+            if load < best_load:
+                best, best_load = i, load
+        return best
+
 
 class CacheAwareRouter:
     """Longest resident prefix; ties to the fewest outstanding tokens.
@@ -256,6 +265,23 @@ class CacheAwareRouter:
             key = (-v.prefix_match_blocks, v.outstanding_tokens)
             if best < 0 or key < best_key:
                 best, best_key = v.index, key
+        return best
+
+    def _fast(self, input_len: int, ids: list[int], limit: int, reps: Sequence[Any]) -> int:
+        """Same answer as ``__call__``, reading the replicas directly (engine use)."""
+        best = -1
+        best_key = (0, 0)
+        head = ids[:limit]
+        for i, rep in enumerate(reps):
+            ref = rep.cache.ref
+            m = 0
+            for h in head:
+                if h not in ref:
+                    break
+                m += 1
+            key = (-m, rep.outstanding)
+            if best < 0 or key < best_key:
+                best, best_key = i, key
         return best
 
 
@@ -321,6 +347,27 @@ class KvCostRouter:
                 load = v.outstanding_tokens
                 if best < 0 or load < best_load:
                     best, best_load = v.index, load
+        return best
+
+    def _fast(self, input_len: int, ids: list[int], limit: int, reps: Sequence[Any]) -> int:
+        """Same answer as ``__call__``, reading the replicas directly (engine use)."""
+        if self.temperature > 0:
+            return -1  # the engine falls back to __call__
+        blocks = -(-input_len // self.block_size)
+        w = self.overlap_weight
+        head = ids[:limit]
+        best = -1
+        best_cost = best_load = 0.0
+        for i, rep in enumerate(reps):
+            ref = rep.cache.ref
+            m = 0
+            for h in head:
+                if h not in ref:
+                    break
+                m += 1
+            cost = w * (blocks - m) + (rep.n_private + rep.cache.pinned + rep.queued_blocks)
+            if best < 0 or cost < best_cost or (cost == best_cost and rep.outstanding < best_load):
+                best, best_cost, best_load = i, cost, rep.outstanding
         return best
 
 

@@ -47,6 +47,26 @@ WAITING, PREFILL, DECODE, DONE = 0, 1, 2, 3
 # Stretches up to this many steps are priced with scalar cost calls (cheaper
 # than one array call's fixed overhead); the cost protocol makes both equal.
 _SCALAR_STEPS = 20
+# A stretch runs through at most this many finishes (each costs a little Python).
+_MAX_FINISHES = 8
+
+
+def _smallest_valid(
+    heap: list[tuple[int, int, int, Seq]], k: int
+) -> list[tuple[int, int, int, Seq]]:
+    """Up to ``k`` smallest valid entries of a binary heap, in order, without popping."""
+    out = []
+    cand = [(heap[0], 0)]
+    n = len(heap)
+    while cand and len(out) < k:
+        entry, i = heapq.heappop(cand)
+        seq = entry[3]
+        if seq.state == DECODE and seq.epoch == entry[2]:
+            out.append(entry)
+        for c in (2 * i + 1, 2 * i + 2):
+            if c < n:
+                heapq.heappush(cand, (heap[c], c))
+    return out
 
 
 class Seq:
@@ -158,6 +178,8 @@ class Replica:
         self.p_pos = 0
         self.p_ends: list[float] = []
         self.p_cum: list[int] = []
+        self.p_fsteps: list[int] = []
+        self.p_fi = 0
         # observable load
         self.outstanding = 0
         self.queued_blocks = 0
@@ -384,12 +406,16 @@ class Replica:
     def _plan(self, t: float, cap: int) -> None:
         """Price a pure-decode stretch starting at ``t`` (at most ``cap`` steps).
 
-        The stretch ends at the step that finishes a sequence, before the
-        first step whose new blocks would not fit (before the first eviction
-        when requests wait: an eviction can change what they may reuse), or
-        after ``cap`` steps. Arrivals routed here cut it short
-        (:meth:`arrive`). Step times come from one vectorised cost call and a
-        sequential cumulative sum, which equals the plain loop's ``t += dt``.
+        Nothing but decoding happens in a stretch: no prefill, admission or
+        preemption. It ends at the first finish when requests wait (a finish
+        frees a slot and memory for them), else when the last sequence
+        finishes (sequences finishing on the way leave the decode group at
+        their step); before the first step whose new blocks would not fit
+        (before the first eviction when requests wait: an eviction can change
+        what they may reuse); or after ``cap`` steps. Arrivals routed here
+        cut it short (:meth:`arrive`). Step times come from one elementwise
+        cost call and a sequential cumulative sum, equal to the plain loop's
+        ``t += dt``.
         """
         B, S, D = self.B, self.S, self.D
         heap = self.heap
@@ -398,7 +424,16 @@ class Replica:
             if seq.state == DECODE and seq.epoch == ep:
                 break
             heapq.heappop(heap)
-        K = heap[0][0] - D
+        K = heap[0][0] - D  # steps up to and including the first finish
+        fins: list[tuple[int, Seq]] = []
+        if K < cap and not self.waiting:
+            # continue past the next few finishes (found by walking the heap)
+            valid = _smallest_valid(heap, _MAX_FINISHES)
+            K = valid[-1][0] - D
+            if K > cap:
+                K = cap
+            # (step at whose end the sequence finishes, sequence), before the last step
+            fins = [(e[0] - D - 1, e[3]) for e in valid if e[0] - D - 1 < K - 1]
         if K > cap:
             K = cap
         cost = self.cost
@@ -406,33 +441,58 @@ class Replica:
             self.p_K = 0
             self.step_end = t + float(cost(0, 0, B, S))
             return
-        # new blocks of steps 1..K-1: decode step d allocates phase[d % bs]
+        # new blocks of steps 1..K-1: decode step d allocates phase[d % bs], minus the
+        # sequences that finished before it
         phase = np.frombuffer(self.phase, dtype=np.int64)
         bs = self.bs
         lo = (D + 1) % bs
         if lo + K - 1 <= bs:
-            cum = phase[lo : lo + K - 1].cumsum()
+            counts = phase[lo : lo + K - 1].copy()
         else:
-            cum = np.resize(np.concatenate((phase[lo:], phase[:lo])), K - 1).cumsum()
+            counts = np.resize(np.concatenate((phase[lo:], phase[:lo])), K - 1)
+        for f, seq in fins:
+            first = f + 1 + ((seq.d_join - seq.c_join - D - f - 1) % bs)
+            if first < K:
+                counts[first - 1 :: bs] -= 1
+        cum = counts.cumsum()
         free = self.capacity - self.n_private - len(self.cache.ref)
         limit = free if self.waiting else free + self.cache.evictable
-        if cum[-1] > limit:
+        if cum[-1] > limit:  # (blocks freed by finishes ignored: a shorter stretch)
             K = int(cum.searchsorted(limit, "right")) + 1
             if K == 1:
                 self.p_K = 0
                 self.step_end = t + float(cost(0, 0, B, S))
                 return
+            fins = [x for x in fins if x[0] < K - 1]
+        if fins:
+            # B_j and S_j: sequences finishing at step f leave from step f + 1
+            fs = np.array([f for f, _ in fins], dtype=np.int64)
+            ctx = np.array([seq.c_join + D - seq.d_join + 1 for _, seq in fins], dtype=np.int64)
+            j = np.arange(K, dtype=np.int64)
+            gone = fs.searchsorted(j, "left")
+            gone_ctx = np.concatenate(([0], ctx.cumsum()))[gone]
+            b_arr = B - gone
+            s_arr = S + B * j - gone_ctx - j * gone
+            self.p_fsteps = sorted({f for f, _ in fins})
+        else:
+            self.p_fsteps = []
+        self.p_fi = 0
         if K <= _SCALAR_STEPS:
             ends = []
             e = t
-            for j in range(K):
-                e += float(cost(0, 0, B, S + B * j))
-                ends.append(e)
+            if fins:
+                for bj, sj in zip(b_arr.tolist(), s_arr.tolist(), strict=True):
+                    e += float(cost(0, 0, bj, sj))
+                    ends.append(e)
+            else:
+                for jj in range(K):
+                    e += float(cost(0, 0, B, S + B * jj))
+                    ends.append(e)
         else:
-            dt = np.broadcast_to(
-                np.asarray(cost(0, 0, B, S + B * np.arange(K, dtype=np.int64)), dtype=np.float64),
-                (K,),
-            )
+            if not fins:
+                b_arr = B
+                s_arr = S + B * np.arange(K, dtype=np.int64)
+            dt = np.broadcast_to(np.asarray(cost(0, 0, b_arr, s_arr), dtype=np.float64), (K,))
             ends = np.cumsum(np.concatenate(([t], dt)))[1:].tolist()
         self.p_ends = ends
         self.p_cum = [0, *cum[: K - 1].tolist()]
@@ -441,19 +501,55 @@ class Replica:
         self.step_end = ends[0]
 
     def _progress(self, until: float) -> None:
-        """Apply the plan's steps that start before ``until`` (all pure decode)."""
-        ends = self.p_ends
-        jn = bisect_left(ends, until)
+        """Apply the stretch's steps that start before ``until``."""
+        jn = bisect_left(self.p_ends, until)
         if jn > self.p_K - 1:
             jn = self.p_K - 1
-        j = self.p_pos
+        pos = self.p_pos
+        fsteps = self.p_fsteps
+        while pos < jn:
+            fi = self.p_fi
+            f = fsteps[fi] if fi < len(fsteps) else jn
+            if f >= jn:
+                self._uniform(pos, jn)
+                return
+            self._uniform(pos, f)  # step f (with finishes) is running
+            e = self.p_ends[f]
+            if self.next_sample < e:
+                self._emit(e)
+            B = self.B
+            D = self.D = self.D + 1
+            self.S += B
+            self.outstanding -= B
+            heap = self.heap
+            while heap[0][0] <= D:
+                _, _, ep, seq = heapq.heappop(heap)
+                if seq.state == DECODE and seq.epoch == ep:
+                    self._finish(seq, self._leave_decode(seq), e)
+            self.cur_B = self.B
+            self.p_fi = fi + 1
+            pos = f + 1  # start the next step
+            alloc = self.p_cum[pos] - self.p_cum[f]
+            if alloc:
+                self._allocate(alloc)
+                kv = self.n_private + self.cache.pinned
+                if kv > self.peak_kv:
+                    self.peak_kv = kv
+            self.steps += 1
+            self.p_pos = pos
+            self.clock = e
+            self.step_end = self.p_ends[pos]
+
+    def _uniform(self, j: int, jn: int) -> None:
+        """Complete steps ``j..jn-1`` and start steps up to ``jn``: no finishes."""
         if jn <= j:
             return
+        ends = self.p_ends
         start = ends[jn - 1]
         if self.next_sample < start:
             self._emit_plan(j, jn, start)
         k = jn - j
-        B = self.cur_B
+        B = self.B
         self.D += k
         self.S += B * k
         self.outstanding -= B * k
