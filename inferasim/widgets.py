@@ -56,9 +56,19 @@ WIDGET_ROUTINGS: tuple[str, ...] = (
 CURVE_POINTS_PER_DECADE: int = 24
 
 
-def _png(fig: Figure, dpi: int = 96) -> bytes:
+def _png(fig: Figure, dpi: int = 96, *, relayout: bool = True) -> bytes:
+    """Render ``fig`` to PNG bytes.
+
+    With ``relayout=False`` the axes keep their last positions (constrained
+    layout is skipped), which makes a redraw where only data moved about a
+    third faster.
+    """
+    if relayout:
+        fig.set_layout_engine("constrained")
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=dpi, metadata={"Software": None})
+    if relayout:
+        fig.set_layout_engine("none")
     return buf.getvalue()
 
 
@@ -98,6 +108,7 @@ class CacheSizing(W.VBox):
         self.sim_window_ms = sim_window_ms
         self._curves: dict[tuple[str, str], pd.DataFrame] = {}
         self._ceilings: dict[str, float] = {}
+        self._relayout = True
         self.result: Any = None
         self.result_settings: dict[str, Any] | None = None
         lo, hi = np.log10(CAPACITY_RANGE[0]), np.log10(CAPACITY_RANGE[1])
@@ -241,11 +252,12 @@ class CacheSizing(W.VBox):
             )
             self.node_line = ax.axvline(NODE_CACHE_TOKENS, color="0.6", ls="--", lw=0.7)
             ax.text(
-                NODE_CACHE_TOKENS * 1.08,
+                NODE_CACHE_TOKENS / 1.08,
                 0.02,
                 "3M tokens\n(one node's DRAM)",
                 fontsize=6.5,
                 color="0.4",
+                ha="right",
             )
             ax.set_xlim(*CAPACITY_RANGE)
         self.hit_figure, self.hit_ax = fig, ax
@@ -264,7 +276,8 @@ class CacheSizing(W.VBox):
         with style.paper_style():
             self.hit_ax.set_ylim(0, min(1.0, ceiling + 0.1))
             self.hit_ax.set_title(f"{self.controls['trace'].value}: token hit ratio of one cache")
-            self.hit_ax.legend(loc="upper left")
+            self.hit_ax.legend(loc="lower right")
+        self._relayout = True  # titles or limits changed: lay the figure out again
         self._on_capacity_change()
 
     def _on_capacity_change(self, _change: Any = None) -> None:
@@ -278,7 +291,8 @@ class CacheSizing(W.VBox):
             f"({int(cap // block):,} blocks of {block}): token hit ratio <b>{hit:.1%}</b>, "
             f"{share:.0%} of the {ceiling:.1%} an infinite cache reaches"
         )
-        self.hit_image.value = _png(self.hit_figure)
+        self.hit_image.value = _png(self.hit_figure, relayout=self._relayout)
+        self._relayout = False
 
     # ------------------------------------------------------------- simulation
     def settings(self) -> dict[str, Any]:
