@@ -187,6 +187,11 @@ class Workload:
                         f"must be a list of integers, got {hash_ids[i]!r:.60}",
                         source=where, line=i, field="hash_ids", unit="request",
                     )
+                if block.dtype.kind == "u" and block.size and int(block.max()) >= 2**63:
+                    raise WorkloadError(
+                        "hash id outside the 64-bit integer range",
+                        source=where, line=i, field="hash_ids", unit="request",
+                    )
             lengths = np.fromiter((b.size for b in blocks), dtype=np.int64, count=n)
             offsets = np.concatenate(([0], np.cumsum(lengths)))
             flat = (
