@@ -545,7 +545,7 @@ def test_to_frame_has_list_column():
     assert "hash_ids" not in Workload.from_requests([0], [4], [1]).to_frame().columns
 
 
-# ------------------------------------------------- value checks (bugs 7, 8)
+# --------------------------------------------- value checks (bugs 7, 8, 11)
 
 
 @pytest.mark.parametrize(
@@ -568,11 +568,16 @@ def test_from_requests_rejects_bad_values(kwargs, words):
         Workload.from_requests(**kwargs)
 
 
-@pytest.mark.xfail(strict=True, reason="bug 11: from_requests wraps hash ids >= 2**63 (uint64)")
-@pytest.mark.parametrize("big", [2**63, 2**64 - 1])
-def test_from_requests_rejects_ids_beyond_int64(big):
-    with pytest.raises(WorkloadError, match="hash_ids"):
-        Workload.from_requests([0], [1], [1], [[big]])
+@pytest.mark.parametrize("ids", [[2**63], [2**64 - 1], [1, 2**63], [2**70], [-(2**63) - 1]])
+def test_from_requests_rejects_ids_beyond_int64(ids):
+    # used to wrap around silently (bug 11): [2**63] -> [-2**63], [2**64 - 1] -> [-1]
+    with pytest.raises(WorkloadError, match=re.escape("request 1, field 'hash_ids'")):
+        Workload.from_requests([0, 1], [1, 1], [1, 1], [[5], ids])
+
+
+def test_from_requests_accepts_the_int64_bounds():
+    wl = Workload.from_requests([0], [1], [1], [[2**63 - 1, -(2**63)]])
+    assert wl.hash_ids.tolist() == [2**63 - 1, -(2**63)]
 
 
 def test_mutating_the_frame_does_not_change_the_workload():
