@@ -332,7 +332,14 @@ class Study:
         return local_vs_global(self.workloads, FLEET_REPLICAS, NODE_CACHE_TOKENS)
 
     def routing_workload(self, trace: str = "conversation") -> Workload:
-        """The slice of a trace the routing simulations run on (20 min under ``quick``)."""
+        """The slice of a trace the routing simulations run on (20 min under ``quick``).
+
+        Examples
+        --------
+        >>> wl = Workload.from_requests([0, 60_000 * 30], [512, 512], [1, 1], [[1], [1]])
+        >>> len(Study(workloads={"conversation": wl}, quick=True).routing_workload())
+        1
+        """
         wl = self.workloads[trace]
         if self.quick:
             wl = wl.window(0, 20 * 60_000)
@@ -360,7 +367,22 @@ class Study:
 
     # ---- notebook 4
     def teaching(self, experiment: str) -> pd.DataFrame:
-        """One teaching experiment's table (see :data:`TEACHING`)."""
+        """One teaching experiment's table (see :data:`TEACHING`, :func:`run_teaching`).
+
+        Computed on first use, then cached on the study.
+
+        Examples
+        --------
+        >>> study = Study(workloads={}, quick=True)
+        >>> study.teaching("zipf")["value"].tolist()  # doctest: +SKIP
+        [0.0, 0.5, 1.0, 1.5, 2.0]
+        >>> study.teaching("nope")
+        Traceback (most recent call last):
+        ...
+        KeyError: "unknown teaching experiment 'nope'; known: ['zipf', 'prefixes', 'prefix_len', 'burstiness', 'cache_size']"
+        """
+        if experiment not in TEACHING:
+            raise KeyError(f"unknown teaching experiment {experiment!r}; known: {list(TEACHING)}")
         cache = self.__dict__.setdefault("_teaching", {})
         if experiment not in cache:
             cache[experiment] = run_teaching(experiment, quick=self.quick)
@@ -561,7 +583,13 @@ def routing_summary(results: Mapping[tuple[str, str], Any]) -> pd.DataFrame:
 # ------------------------------------------------------------------ teaching
 @dataclass(frozen=True)
 class Experiment:
-    """A one-knob teaching experiment on a synthetic prefix pool."""
+    """A one-knob teaching experiment on a synthetic prefix pool.
+
+    Examples
+    --------
+    >>> TEACHING["cache_size"].knob, TEACHING["cache_size"].values[:2]
+    ('kv_blocks', (32, 64))
+    """
 
     name: str
     knob: str
@@ -1302,7 +1330,20 @@ def plot_teaching(table: pd.DataFrame, experiment: str) -> Figure:
 # ------------------------------------------------------------------- registry
 @dataclass(frozen=True)
 class FigureSpec:
-    """A figure of the pipeline: file stem, notebook, description, maker."""
+    """A figure of the pipeline: file stem, notebook, description, maker.
+
+    ``make`` draws the figure from a :class:`Study`; :data:`FIGURES` lists
+    them all.
+
+    Examples
+    --------
+    >>> spec = FIGURES[0]
+    >>> spec.name, spec.notebook
+    ('trace_lengths', '01_trace_reuse_structure')
+    >>> wl = Workload.from_requests([0, 1], [100, 300], [5, 7])
+    >>> spec.make(Study(workloads={"t": wl})).axes[0].get_xlabel()
+    'prompt length (tokens)'
+    """
 
     name: str
     notebook: str

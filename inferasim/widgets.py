@@ -89,6 +89,12 @@ class CacheSizing(W.VBox):
         The last simulation, or None before the first click.
     sim_figure : matplotlib.figure.Figure
         TTFT and TPOT ECDFs and per-replica load of the last simulation.
+
+    Examples
+    --------
+    >>> w = cache_sizing({"demo": _demo_workload()}, capacity_tokens=1e5)
+    >>> sorted(w.controls)
+    ['capacity', 'load', 'policy', 'replicas', 'routing', 'simulate', 'trace']
     """
 
     def __init__(
@@ -174,7 +180,14 @@ class CacheSizing(W.VBox):
     # ------------------------------------------------------------- hit rate
     @property
     def workload(self) -> Workload:
-        """The selected trace."""
+        """The selected trace.
+
+        Examples
+        --------
+        >>> w = cache_sizing({"demo": _demo_workload()}, capacity_tokens=1e5)
+        >>> len(w.workload)
+        200
+        """
         return self.workloads[self.controls["trace"].value]
 
     def curve(self, trace: str | None = None, policy: str | None = None) -> pd.DataFrame:
@@ -182,6 +195,12 @@ class CacheSizing(W.VBox):
 
         Columns as :func:`inferasim.reuse.hit_rate_curve`: ``capacity_blocks``,
         ``capacity_tokens``, ``block_hit_ratio``, ``token_hit_ratio``.
+
+        Examples
+        --------
+        >>> w = cache_sizing({"demo": _demo_workload()}, capacity_tokens=1e5)
+        >>> bool(w.curve(policy="lru")["capacity_tokens"].min() <= 1e4)
+        True
         """
         trace = trace or self.controls["trace"].value
         policy = policy or self.controls["policy"].value
@@ -201,7 +220,14 @@ class CacheSizing(W.VBox):
 
     @property
     def capacity_tokens(self) -> float:
-        """The chosen capacity in tokens."""
+        """The chosen capacity in tokens.
+
+        Examples
+        --------
+        >>> w = cache_sizing({"demo": _demo_workload()}, capacity_tokens=1e5)
+        >>> w.capacity_tokens
+        100000.0
+        """
         return float(self.controls["capacity"].value)
 
     @property
@@ -211,6 +237,14 @@ class CacheSizing(W.VBox):
         The capacity rounds down to whole blocks; between the curve's points
         (24 per decade for LRU, 4 for the replayed policies) the ratio is
         interpolated linearly in log capacity.
+
+        Examples
+        --------
+        >>> w = cache_sizing({"demo": _demo_workload()}, capacity_tokens=1e4)
+        >>> small = w.hit_ratio
+        >>> w.controls["capacity"].value = 1e6
+        >>> w.hit_ratio > small
+        True
         """
         curve = self.curve()
         blocks = max(self.capacity_tokens // self.workload.block_size, 1)
@@ -224,7 +258,14 @@ class CacheSizing(W.VBox):
 
     @property
     def ceiling(self) -> float:
-        """Token hit ratio of an infinite cache on the selected trace."""
+        """Token hit ratio of an infinite cache on the selected trace.
+
+        Examples
+        --------
+        >>> w = cache_sizing({"demo": _demo_workload()}, capacity_tokens=1e5)
+        >>> bool(w.ceiling == w.workload.describe()["infinite_token_hit_ratio"])
+        True
+        """
         trace = self.controls["trace"].value
         if trace not in self._ceilings:
             self._ceilings[trace] = float(self.workload.describe()["infinite_token_hit_ratio"])
@@ -296,7 +337,14 @@ class CacheSizing(W.VBox):
 
     # ------------------------------------------------------------- simulation
     def settings(self) -> dict[str, Any]:
-        """The simulator settings the controls currently describe."""
+        """The simulator settings the controls currently describe.
+
+        Examples
+        --------
+        >>> w = cache_sizing({"demo": _demo_workload()}, capacity_tokens=1e5)
+        >>> w.settings()["kv_blocks"], w.settings()["routing"]
+        (195, 'kv_cost')
+        """
         c = self.controls
         return {
             "trace": c["trace"].value,
@@ -312,7 +360,15 @@ class CacheSizing(W.VBox):
             self.status.value = "settings changed: press <b>simulate</b> to update the plots below"
 
     def simulation_workload(self) -> Workload:
-        """The selected trace, cut to ``sim_window_ms`` and compressed by the load factor."""
+        """The selected trace, cut to ``sim_window_ms`` and compressed by the load factor.
+
+        Examples
+        --------
+        >>> w = cache_sizing({"demo": _demo_workload()}, capacity_tokens=1e5)
+        >>> w.controls["load"].value = 2.0
+        >>> bool(w.simulation_workload().arrival_ms[-1] == w.workload.arrival_ms[-1] / 2)
+        True
+        """
         wl = self.workload
         if self.sim_window_ms is not None:
             wl = wl.window(0, self.sim_window_ms)
@@ -324,6 +380,12 @@ class CacheSizing(W.VBox):
         Returns
         -------
         SimResult
+
+        Examples
+        --------
+        >>> w = cache_sizing({"demo": _demo_workload()}, capacity_tokens=1e5, replicas=2)
+        >>> len(w.simulate().requests)
+        200
         """
         from inferasim.sim import Simulator
 
@@ -388,6 +450,13 @@ class CacheSizing(W.VBox):
         pandas.DataFrame
             Index ``ttft_ms``, ``tpot_ms``, ``e2e_ms``; columns ``p50``,
             ``p90``, ``p99``.
+
+        Examples
+        --------
+        >>> w = cache_sizing({"demo": _demo_workload()}, capacity_tokens=1e5)
+        >>> _ = w.simulate()
+        >>> w.summary().columns.tolist()
+        ['p50', 'p90', 'p99']
         """
         if self.result is None:
             raise RuntimeError("no simulation yet: call simulate() first")
@@ -421,6 +490,13 @@ class CacheSizing(W.VBox):
             f"(the reuse analysis above says {self.hit_ratio:.1%} for one cache of this size)</p>"
             + table.to_html()
         )
+
+
+def _demo_workload() -> Workload:
+    """A small seeded prefix-pool workload for the examples."""
+    return Workload.from_synthetic(
+        200, rate=20.0, input_len=512, output_len=8, num_prefixes=8, prefix_len=1024, seed=0
+    )
 
 
 def _in_kernel() -> bool:

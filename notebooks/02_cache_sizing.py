@@ -19,17 +19,18 @@
 # on a fleet of replicas with the routing policy and load of your choice.
 #
 # The hit-rate view reads a curve that is computed once per trace and
-# eviction policy, in one pass over the trace, so slider moves only move the
-# marker. The widget is `inferasim.widgets.cache_sizing`: embed it in your own
-# notebook with your own workloads.
+# eviction policy (for LRU in a single pass over the trace, for the others
+# by replaying 17 capacities), so slider moves only move the marker. The
+# widget is `inferasim.widgets.cache_sizing`: embed it in your own notebook
+# with your own workloads.
 
 # %% tags=["parameters"]
-# Under CI the simulator runs on the first 10 minutes of the trace; set
-# SIM_WINDOW_MIN = None to simulate the whole trace.
+# The simulate button replays the whole trace (SIM_WINDOW_MIN = None); under
+# CI only its first 10 minutes.
 import os
 
 CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
-SIM_WINDOW_MIN = 10 if CI else 20
+SIM_WINDOW_MIN = 10 if CI else None
 
 # %%
 # %matplotlib inline
@@ -86,7 +87,7 @@ display(
 # ## A simulation, as the button runs it
 #
 # `widget.simulate()` is what the **simulate** button calls. It replays the
-# chosen trace (first minutes only, see the parameter cell) through the
+# chosen trace (see the parameter cell for the slice) through the
 # simulator with the controls' settings and redraws the latency plots below
 # the button; the result frame is `widget.result`.
 
