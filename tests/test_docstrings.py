@@ -34,7 +34,8 @@ def _public_objects():
                 continue
             seen.add(id(obj))
             yield f"{obj.__module__}.{obj.__qualname__}", obj
-            if inspect.isclass(obj) and not issubclass(obj, BaseException):
+            is_protocol = inspect.isclass(obj) and getattr(obj, "_is_protocol", False)
+            if inspect.isclass(obj) and not issubclass(obj, BaseException) and not is_protocol:
                 for member_name, member in vars(obj).items():
                     if member_name.startswith("_"):
                         continue
