@@ -173,16 +173,27 @@ def simulate(
         p = P_l[i]
         k = nh_l[i]
         ids = flat[st_l[i] : st_l[i] + k].tolist() if k else []
-        if needs_state:
-            for rep in reps:
-                if rep.in_step and rep.step_end > a:
-                    continue
-                rep.advance(a)
         limit = (p - 1) // bs
         if limit > k:
             limit = k
-        r = fast_route(p, ids, limit, reps) if fast_route is not None else -1
+        r = -1
+        if fast_route is not None:
+            # bring up to date only the replicas whose routing state changed
+            for rep in reps:
+                if rep.p_K:
+                    if a < rep.h_weak and a <= rep.h_strict:
+                        continue
+                elif rep.in_step:
+                    if rep.step_end > a:
+                        continue
+                elif rep.clock >= a or not (rep.running or rep.waiting):
+                    continue
+                rep.advance(a)
+            r = fast_route(p, ids, limit, reps, a)
         if r < 0:
+            if needs_state:
+                for rep in reps:
+                    rep.advance(a)
             current[0] = ids
             current[1] = limit
             r = router(Request(i, a, p, O_l[i], tuple(ids)), views)
@@ -196,8 +207,7 @@ def simulate(
                     f"in [0, {num_replicas})"
                 ) from None
         rep = reps[r]
-        if not needs_state:
-            rep.advance(a)
+        rep.advance(a)
         rep.arrive(Seq(i, p, O_l[i], ids, bs), a)
     for rep in reps:
         rep.advance(math.inf)

@@ -231,11 +231,13 @@ class LeastLoadedRouter:
     def __call__(self, request: Request, replicas: Sequence[ReplicaView]) -> int:
         return _least_loaded(replicas)
 
-    def _fast(self, input_len: int, ids: list[int], limit: int, reps: Sequence[Any]) -> int:
+    def _fast(
+        self, input_len: int, ids: list[int], limit: int, reps: Sequence[Any], t: float
+    ) -> int:
         """Same answer as ``__call__``, reading the replicas directly (engine use)."""
-        best, best_load = 0, reps[0].outstanding
+        best, best_load = 0, reps[0].outstanding_at(t)
         for i in range(1, len(reps)):
-            load = reps[i].outstanding
+            load = reps[i].outstanding_at(t)
             if load < best_load:
                 best, best_load = i, load
         return best
@@ -267,10 +269,13 @@ class CacheAwareRouter:
                 best, best_key = v.index, key
         return best
 
-    def _fast(self, input_len: int, ids: list[int], limit: int, reps: Sequence[Any]) -> int:
+    def _fast(
+        self, input_len: int, ids: list[int], limit: int, reps: Sequence[Any], t: float
+    ) -> int:
         """Same answer as ``__call__``, reading the replicas directly (engine use)."""
         best = -1
-        best_key = (0, 0)
+        best_m = 0
+        best_load = None
         head = ids[:limit]
         for i, rep in enumerate(reps):
             ref = rep.cache.ref
@@ -279,9 +284,14 @@ class CacheAwareRouter:
                 if h not in ref:
                     break
                 m += 1
-            key = (-m, rep.outstanding)
-            if best < 0 or key < best_key:
-                best, best_key = i, key
+            if best < 0 or m > best_m:
+                best, best_m, best_load = i, m, None
+            elif m == best_m:
+                if best_load is None:
+                    best_load = reps[best].outstanding_at(t)
+                load = rep.outstanding_at(t)
+                if load < best_load:
+                    best, best_load = i, load
         return best
 
 
@@ -349,7 +359,9 @@ class KvCostRouter:
                     best, best_load = v.index, load
         return best
 
-    def _fast(self, input_len: int, ids: list[int], limit: int, reps: Sequence[Any]) -> int:
+    def _fast(
+        self, input_len: int, ids: list[int], limit: int, reps: Sequence[Any], t: float
+    ) -> int:
         """Same answer as ``__call__``, reading the replicas directly (engine use)."""
         if self.temperature > 0:
             return -1  # the engine falls back to __call__
@@ -357,7 +369,8 @@ class KvCostRouter:
         w = self.overlap_weight
         head = ids[:limit]
         best = -1
-        best_cost = best_load = 0.0
+        best_cost = 0.0
+        best_load = None
         for i, rep in enumerate(reps):
             ref = rep.cache.ref
             m = 0
@@ -365,9 +378,16 @@ class KvCostRouter:
                 if h not in ref:
                     break
                 m += 1
-            cost = w * (blocks - m) + (rep.n_private + rep.cache.pinned + rep.queued_blocks)
-            if best < 0 or cost < best_cost or (cost == best_cost and rep.outstanding < best_load):
-                best, best_cost, best_load = i, cost, rep.outstanding
+            cache = rep.cache
+            cost = w * (blocks - m) + (rep.n_private + cache.pinned + rep.queued_blocks)
+            if best < 0 or cost < best_cost:
+                best, best_cost, best_load = i, cost, None
+            elif cost == best_cost:
+                if best_load is None:
+                    best_load = reps[best].outstanding_at(t)
+                load = rep.outstanding_at(t)
+                if load < best_load:
+                    best, best_load = i, load
         return best
 
 

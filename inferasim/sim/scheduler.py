@@ -31,8 +31,9 @@ and a stretch of pure-decode steps can be priced and applied in one jump.
 from __future__ import annotations
 
 import heapq
+import math
 from array import array
-from bisect import bisect_left, bisect_right
+from bisect import bisect_right
 from collections import deque
 from typing import Any
 
@@ -176,10 +177,15 @@ class Replica:
         self.cur_B = 0
         self.p_K = 0
         self.p_pos = 0
-        self.p_ends: list[float] = []
-        self.p_cum: list[int] = []
+        self.p_ends: np.ndarray = np.zeros(0)
+        self.p_xs: list[int] = [0]  # steps of the stretch that allocate blocks
+        self.p_xc: list[int] = [0]  # blocks allocated by steps 1..p_xs[i]
         self.p_fsteps: list[int] = []
         self.p_fi = 0
+        # during a stretch, routing-visible state (KV use, cache content, queue)
+        # changes only at a step starting after h_strict or ending at/after h_weak
+        self.h_weak = 0.0
+        self.h_strict = 0.0
         # observable load
         self.outstanding = 0
         self.queued_blocks = 0
@@ -226,6 +232,8 @@ class Replica:
             self._emit(t)
         if self.p_K:
             self.p_K = self.p_pos + 1  # the queue changed: the stretch ends here
+            self.h_weak = self.step_end
+            self.h_strict = math.inf
         if not self.in_step and not self.running and not self.waiting:
             self.clock = t
         self.waiting.append(seq)
@@ -449,7 +457,8 @@ class Replica:
         if lo + K - 1 <= bs:
             counts = phase[lo : lo + K - 1].copy()
         else:
-            counts = np.resize(np.concatenate((phase[lo:], phase[:lo])), K - 1)
+            rolled = np.concatenate((phase[lo:], phase[:lo]))
+            counts = np.tile(rolled, -(-(K - 1) // bs))[: K - 1]
         for f, seq in fins:
             first = f + 1 + ((seq.d_join - seq.c_join - D - f - 1) % bs)
             if first < K:
@@ -488,33 +497,78 @@ class Replica:
                 for jj in range(K):
                     e += float(cost(0, 0, B, S + B * jj))
                     ends.append(e)
+            ends = np.array(ends)
         else:
             if not fins:
                 b_arr = B
                 s_arr = S + B * np.arange(K, dtype=np.int64)
             dt = np.broadcast_to(np.asarray(cost(0, 0, b_arr, s_arr), dtype=np.float64), (K,))
-            ends = np.cumsum(np.concatenate(([t], dt)))[1:].tolist()
+            ends = np.cumsum(np.concatenate(([t], dt)))[1:]
         self.p_ends = ends
-        self.p_cum = [0, *cum[: K - 1].tolist()]
+        nz = np.flatnonzero(counts[: K - 1])
+        self.p_xs = [0, *(nz + 1).tolist()]
+        self.p_xc = [0, *cum[nz].tolist()]
         self.p_K = K
         self.p_pos = 0
-        self.step_end = ends[0]
+        self.step_end = float(ends[0])
+        self._set_horizon()
+
+    def _cum(self, j: int) -> int:
+        """Blocks the stretch allocates in its steps 1..j."""
+        return self.p_xc[bisect_right(self.p_xs, j) - 1]
+
+    def _set_horizon(self) -> None:
+        """When the stretch next changes what a router sees (see ``needs_advance``)."""
+        ends, K = self.p_ends, self.p_K
+        weak = float(ends[K - 1])
+        if self.p_fi < len(self.p_fsteps):
+            f = self.p_fsteps[self.p_fi]
+            if f < K - 1 and ends[f] < weak:
+                weak = float(ends[f])
+        strict = math.inf
+        xs = self.p_xs
+        i = bisect_right(xs, self.p_pos)
+        if i < len(xs) and xs[i] <= K - 1:
+            strict = float(ends[xs[i] - 1])
+        self.h_weak = weak
+        self.h_strict = strict
+
+    def needs_advance(self, t: float) -> bool:
+        """Whether ``advance(t)`` would change the queue, running set, KV use or cache.
+
+        Inside a stretch only the decode progress (and so the outstanding
+        tokens, see :meth:`outstanding_at`) moves between those events.
+        """
+        if self.p_K:
+            return t >= self.h_weak or t > self.h_strict
+        if self.in_step:
+            return self.step_end <= t
+        return self.clock < t and bool(self.running or self.waiting)
+
+    def outstanding_at(self, t: float) -> int:
+        """Outstanding tokens at ``t`` when ``needs_advance(t)`` is False."""
+        if not self.p_K:
+            return self.outstanding
+        done = int(self.p_ends.searchsorted(t, "right")) - self.p_pos
+        return self.outstanding - self.B * done if done > 0 else self.outstanding
 
     def _progress(self, until: float) -> None:
         """Apply the stretch's steps that start before ``until``."""
-        jn = bisect_left(self.p_ends, until)
+        jn = int(self.p_ends.searchsorted(until))
         if jn > self.p_K - 1:
             jn = self.p_K - 1
         pos = self.p_pos
+        if jn <= pos:
+            return
         fsteps = self.p_fsteps
         while pos < jn:
             fi = self.p_fi
             f = fsteps[fi] if fi < len(fsteps) else jn
             if f >= jn:
                 self._uniform(pos, jn)
-                return
+                break
             self._uniform(pos, f)  # step f (with finishes) is running
-            e = self.p_ends[f]
+            e = float(self.p_ends[f])
             if self.next_sample < e:
                 self._emit(e)
             B = self.B
@@ -529,7 +583,7 @@ class Replica:
             self.cur_B = self.B
             self.p_fi = fi + 1
             pos = f + 1  # start the next step
-            alloc = self.p_cum[pos] - self.p_cum[f]
+            alloc = self._cum(pos) - self._cum(f)
             if alloc:
                 self._allocate(alloc)
                 kv = self.n_private + self.cache.pinned
@@ -538,14 +592,15 @@ class Replica:
             self.steps += 1
             self.p_pos = pos
             self.clock = e
-            self.step_end = self.p_ends[pos]
+            self.step_end = float(self.p_ends[pos])
+        self._set_horizon()
 
     def _uniform(self, j: int, jn: int) -> None:
         """Complete steps ``j..jn-1`` and start steps up to ``jn``: no finishes."""
         if jn <= j:
             return
         ends = self.p_ends
-        start = ends[jn - 1]
+        start = float(ends[jn - 1])
         if self.next_sample < start:
             self._emit_plan(j, jn, start)
         k = jn - j
@@ -554,7 +609,7 @@ class Replica:
         self.S += B * k
         self.outstanding -= B * k
         self.steps += k
-        alloc = self.p_cum[jn] - self.p_cum[j]
+        alloc = self._cum(jn) - self._cum(j)
         if alloc:
             self._allocate(alloc)
             kv = self.n_private + self.cache.pinned
@@ -562,11 +617,12 @@ class Replica:
                 self.peak_kv = kv
         self.p_pos = jn
         self.clock = start
-        self.step_end = ends[jn]
+        self.step_end = float(ends[jn])
 
     def _emit_plan(self, j: int, jn: int, stop: float) -> None:
         """Timeline samples inside a stretch (state after each step's allocations)."""
-        ends, cum = self.p_ends, self.p_cum
+        ends = self.p_ends
+        cum0 = self._cum(j)
         cache = self.cache
         free0 = self.capacity - self.n_private - len(cache.ref)
         kv0 = self.n_private + cache.pinned
@@ -574,8 +630,8 @@ class Replica:
         q, r = len(self.waiting), len(self.running)
         while self.next_sample < stop:
             s = self.next_sample
-            i = bisect_right(ends, s)
-            extra = cum[i] - cum[j]
+            i = int(ends.searchsorted(s, "right"))
+            extra = self._cum(i) - cum0
             evicted = extra - free0 if extra > free0 else 0
             self.tl.append((s, q, r, kv0 + extra, ev0 - evicted))
             self.sample_i += 1
