@@ -1,0 +1,113 @@
+"""The ``inferasim simulate`` subcommand: a workload in, a summary table out.
+
+With no arguments it runs the embedded synthetic workload on a fleet of 4
+Llama-3.1-8B replicas on H100-80GB; ``--trace conversation`` (or a file)
+replays a trace instead. ``--out`` writes the per-request frame (``.csv`` or
+``.parquet``).
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from inferasim._format import format_summary
+from inferasim.loaders import add_workload_arguments, workload_from_args
+from inferasim.sim.cache import EVICTION_POLICIES
+from inferasim.sim.router import ROUTING_POLICIES
+from inferasim.sim.simulator import Simulator
+
+__all__ = ["add_arguments", "run"]
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add the ``simulate`` options to ``parser``.
+
+    Examples
+    --------
+    >>> p = argparse.ArgumentParser()
+    >>> add_arguments(p)
+    >>> a = p.parse_args(["--trace", "conversation", "--replicas", "8"])
+    >>> a.trace, a.replicas, a.routing
+    ('conversation', 8, 'kv_cost')
+    """
+    add_workload_arguments(parser)
+    fleet = parser.add_argument_group("fleet")
+    fleet.add_argument("--replicas", type=int, default=4, help="identical replicas (default 4)")
+    fleet.add_argument(
+        "--routing", default="kv_cost", choices=list(ROUTING_POLICIES), help="default kv_cost"
+    )
+    fleet.add_argument("--model", default="llama-3.1-8b", help="model preset (roofline cost)")
+    fleet.add_argument("--gpu", default="h100-80gb", help="GPU preset (roofline cost)")
+    fleet.add_argument("--tp", type=int, default=1, help="tensor-parallel GPUs per replica")
+    fleet.add_argument(
+        "--kv-blocks", type=int, default=None, help="KV blocks per replica (default: from HBM)"
+    )
+    fleet.add_argument("--eviction", default="lru", choices=list(EVICTION_POLICIES))
+    fleet.add_argument("--max-num-seqs", type=int, default=256)
+    fleet.add_argument("--max-batched-tokens", type=int, default=8192)
+    fleet.add_argument(
+        "--no-chunked-prefill", action="store_true", help="prefill whole prompts in one step"
+    )
+    fleet.add_argument("--overlap-weight", type=float, default=1.0, help="kv_cost router weight")
+    fleet.add_argument(
+        "--routing-seed", type=int, default=0, help="seed of random routing (default 0)"
+    )
+    out = parser.add_argument_group("output")
+    out.add_argument("--slo-ttft-ms", type=float, default=None, help="TTFT objective (ms)")
+    out.add_argument("--slo-tpot-ms", type=float, default=None, help="TPOT objective (ms)")
+    out.add_argument("--out", default=None, help="write the per-request frame (.csv or .parquet)")
+    out.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the simulation the parsed options describe and print its summary.
+
+    Examples
+    --------
+    >>> import argparse
+    >>> p = argparse.ArgumentParser(); add_arguments(p)
+    >>> run(p.parse_args(["--num-requests", "50", "--replicas", "2", "--no-progress"]))
+    ... # doctest: +ELLIPSIS
+    Simulation: 50 requests on 2 replicas (kv_cost routing, llama-3.1-8b on h100-80gb, tp=1)
+      requests ...
+    0
+    """
+    from inferasim.sim.roofline import RooflineCostModel
+
+    if args.out is not None:
+        suffix = Path(args.out).suffix.lower()
+        if suffix not in (".csv", ".parquet"):
+            raise ValueError(f"--out must end in .csv or .parquet, got {args.out!r}")
+    wl = workload_from_args(args)
+    cost = RooflineCostModel(args.model, args.gpu, tp=args.tp)
+    sim = Simulator(
+        replicas=args.replicas,
+        routing=args.routing,
+        cost_model=cost,
+        kv_blocks=args.kv_blocks,
+        eviction=args.eviction,
+        max_num_seqs=args.max_num_seqs,
+        max_batched_tokens=args.max_batched_tokens,
+        chunked_prefill=not args.no_chunked_prefill,
+        overlap_weight=args.overlap_weight,
+        seed=args.routing_seed,
+        progress=not args.no_progress,
+    )
+    res = sim.run(wl)
+    title = (
+        f"Simulation: {len(wl):,} requests on {args.replicas} replicas ({args.routing} routing, "
+        f"{args.model} on {args.gpu}, tp={args.tp})"
+    )
+    print(format_summary(res.summary(args.slo_ttft_ms, args.slo_tpot_ms), title=title))
+    reps = res.replicas[["replica", "requests", "token_hit_ratio", "busy_fraction", "evictions"]]
+    print("\nper replica:")
+    print(reps.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+    if args.out is not None:
+        path = Path(args.out)
+        if path.suffix.lower() == ".csv":
+            res.requests.to_csv(path, index=False)
+        else:
+            res.requests.to_parquet(path, index=False)
+        print(f"\nwrote {len(res.requests):,} rows to {path}")
+    return 0
