@@ -1,0 +1,142 @@
+"""Tests of ``inferasim simulate`` and of the cache and cost-model plumbing."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from inferasim import Workload
+from inferasim.cli import main
+from inferasim.sim import LinearCostModel, RooflineCostModel, Simulator
+from inferasim.sim.cache import BlockCache
+
+MOONCAKE = "".join(
+    json.dumps({"timestamp": t, "input_length": 1100, "output_length": 20, "hash_ids": ids}) + "\n"
+    for t, ids in [(0, [1, 2, 3]), (5000, [1, 2, 4]), (10000, [1, 2, 5])]
+)
+
+
+def rows(text: str) -> dict[str, str]:
+    out = {}
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) == 2:
+            out[parts[0]] = parts[1]
+    return out
+
+
+def test_simulate_trace_file_and_out_csv(tmp_path, capsys):
+    trace = tmp_path / "t.jsonl"
+    trace.write_text(MOONCAKE)
+    out = tmp_path / "req.csv"
+    assert (
+        main(["simulate", str(trace), "--replicas", "1", "--no-progress", "--out", str(out)]) == 0
+    )
+    text = capsys.readouterr().out
+    r = rows(text)
+    assert r["requests"] == "3" and r["finished"] == "3"
+    # requests 2 and 3 reuse blocks 1 and 2 of request 1 (3 x 1100 tokens in all)
+    assert float(r["token_hit_ratio"]) == pytest.approx(2 * 1024 / 3300, abs=1e-4)
+    frame = pd.read_csv(out)
+    assert frame["cached_tokens"].tolist() == [0, 1024, 1024]
+    assert list(frame.columns[:4]) == ["request_id", "replica", "arrival_ms", "scheduled_ms"]
+
+
+def test_simulate_parquet_and_bad_out(tmp_path, capsys):
+    out = tmp_path / "req.parquet"
+    assert main(["simulate", "--num-requests", "30", "--no-progress", "--out", str(out)]) == 0
+    assert len(pd.read_parquet(out)) == 30
+    assert main(["simulate", "--num-requests", "5", "--out", str(tmp_path / "x.txt")]) == 2
+    assert "--out must end in .csv or .parquet" in capsys.readouterr().err
+
+
+def test_simulate_default_runs_the_embedded_workload(capsys):
+    assert main(["simulate", "--num-requests", "40", "--replicas", "2", "--no-progress"]) == 0
+    text = capsys.readouterr().out
+    assert "40 requests on 2 replicas (kv_cost routing" in text
+    assert "per replica:" in text
+
+
+def test_simulate_conversation_trace(conversation_path, capsys):
+    assert main(["simulate", str(conversation_path), "--replicas", "8", "--no-progress"]) == 0
+    r = rows(capsys.readouterr().out)
+    assert r["requests"] == "12,031" and r["finished"] == "12,031"
+
+
+def test_default_cost_model_is_the_roofline_llama_8b_on_h100():
+    wl = Workload.from_requests([0], [1024], [4], [[1, 2]])
+    res = Simulator(progress=False).run(wl)
+    expected = RooflineCostModel("llama-3.1-8b", "h100-80gb").kv_capacity_blocks(512)
+    assert res.config["kv_blocks"] == expected
+    assert res.replicas["kv_capacity_blocks"].tolist() == [expected]
+
+
+def test_jump_equals_plain_loop_with_the_roofline_model():
+    wl = Workload.from_synthetic(
+        300,
+        rate=30.0,
+        input_len=600,
+        output_len=200,
+        range_ratio=0.9,
+        num_prefixes=4,
+        prefix_len=512,
+        seed=3,
+    )
+    kw = dict(replicas=3, routing="kv_cost", kv_blocks=40, progress=False, timeline_ms=50.0)
+    fast = Simulator(**kw).run(wl)
+    plain = Simulator(**kw, fast=False).run(wl)
+    pd.testing.assert_frame_equal(fast.requests, plain.requests, check_exact=True)
+    pd.testing.assert_frame_equal(fast.timeline, plain.timeline, check_exact=True)
+    pd.testing.assert_frame_equal(fast.replicas, plain.replicas, check_exact=True)
+
+
+def test_bad_configuration_is_a_clear_error():
+    wl = Workload.from_requests([0], [32], [2], block_size=16)
+    lin = LinearCostModel()
+    with pytest.raises(ValueError, match="replicas must be a positive integer"):
+        Simulator(replicas=0, kv_blocks=10, cost_model=lin).run(wl)
+    with pytest.raises(ValueError, match="max_batched_tokens .* must be >= max_num_seqs"):
+        Simulator(kv_blocks=10, cost_model=lin, max_num_seqs=64, max_batched_tokens=16).run(wl)
+    with pytest.raises(ValueError, match="eviction must be one of"):
+        Simulator(kv_blocks=10, cost_model=lin, eviction="random").run(wl)
+    with pytest.raises(ValueError, match="give kv_blocks"):
+        Simulator(cost_model=lin).run(wl)
+    with pytest.raises(TypeError, match="step_time_ms"):
+        Simulator(kv_blocks=10, cost_model=object()).run(wl)
+    with pytest.raises(TypeError, match="needs a Workload"):
+        Simulator(kv_blocks=10, cost_model=lin).run([1, 2])
+
+
+def test_empty_workload():
+    wl = Workload.from_requests([], [], [], block_size=16)
+    res = Simulator(kv_blocks=10, cost_model=LinearCostModel(), progress=False).run(wl)
+    assert len(res.requests) == 0 and res.summary()["requests"] == 0
+
+
+def test_cache_policies_order_by_hand():
+    # Blocks 1, 2, 3 are cached and released in that order, then block 1 is hit once
+    # and released again. LRU evicts 2 (1 is recent again); FIFO evicts 1 (cached
+    # first); LFU evicts 2 (1 has a hit; 2 and 3 tie on zero hits, 2 is older).
+    for policy, expected in (("lru", 2), ("fifo", 1), ("lfu", 2)):
+        c = BlockCache(policy)
+        for h in (1, 2, 3):
+            c.register(h)
+            c.release([h])
+        c.acquire([1])
+        c.release([1])
+        c.evict(1)
+        assert {1, 2, 3} - set(c.ref) == {expected}, policy
+        assert (c.evictions, c.size, c.pinned, c.evictable) == (1, 2, 0, 2)
+    with pytest.raises(RuntimeError, match="cannot evict"):
+        BlockCache().evict(1)
+    with pytest.raises(ValueError, match="eviction must be one of"):
+        BlockCache("mru")
+
+
+def test_progress_bar_option_runs(capsys):
+    wl = Workload.from_requests(np.arange(10.0), [32] * 10, [2] * 10, block_size=16)
+    res = Simulator(kv_blocks=10, cost_model=LinearCostModel(), progress=True).run(wl)
+    assert len(res.requests) == 10
