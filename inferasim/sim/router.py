@@ -365,21 +365,26 @@ class KvCostRouter:
         """Same answer as ``__call__``, reading the replicas directly (engine use)."""
         if self.temperature > 0:
             return -1  # the engine falls back to __call__
-        blocks = -(-input_len // self.block_size)
         w = self.overlap_weight
+        blocks = -(-input_len // self.block_size)
+        miss = w * blocks  # the same float as w * (blocks - 0) in __call__
         head = ids[:limit]
+        h0 = head[0] if head else None
         best = -1
         best_cost = 0.0
         best_load = None
         for i, rep in enumerate(reps):
-            ref = rep.cache.ref
-            m = 0
-            for h in head:
-                if h not in ref:
-                    break
-                m += 1
             cache = rep.cache
-            cost = w * (blocks - m) + (rep.n_private + cache.pinned + rep.queued_blocks)
+            if h0 is not None and h0 in cache.ref:
+                ref = cache.ref
+                m = 0
+                for h in head:
+                    if h not in ref:
+                        break
+                    m += 1
+                cost = w * (blocks - m) + (rep.n_private + cache.pinned + rep.queued_blocks)
+            else:
+                cost = miss + (rep.n_private + cache.pinned + rep.queued_blocks)
             if best < 0 or cost < best_cost:
                 best, best_cost, best_load = i, cost, None
             elif cost == best_cost:

@@ -33,7 +33,6 @@ from __future__ import annotations
 import heapq
 import math
 from array import array
-from bisect import bisect_right
 from collections import deque
 from typing import Any
 
@@ -178,8 +177,7 @@ class Replica:
         self.p_K = 0
         self.p_pos = 0
         self.p_ends: np.ndarray = np.zeros(0)
-        self.p_xs: list[int] = [0]  # steps of the stretch that allocate blocks
-        self.p_xc: list[int] = [0]  # blocks allocated by steps 1..p_xs[i]
+        self.p_cum: np.ndarray = np.zeros(0, dtype=np.int64)  # blocks of steps 1..j+1
         self.p_fsteps: list[int] = []
         self.p_fi = 0
         # during a stretch, routing-visible state (KV use, cache content, queue)
@@ -502,12 +500,13 @@ class Replica:
             if not fins:
                 b_arr = B
                 s_arr = S + B * np.arange(K, dtype=np.int64)
-            dt = np.broadcast_to(np.asarray(cost(0, 0, b_arr, s_arr), dtype=np.float64), (K,))
-            ends = np.cumsum(np.concatenate(([t], dt)))[1:]
+            dt = np.array(cost(0, 0, b_arr, s_arr), dtype=np.float64)
+            if dt.shape != (K,):
+                dt = np.array(np.broadcast_to(dt, (K,)))
+            dt[0] += t  # t + dt0, then sequential sums: the plain loop's t += dt
+            ends = dt.cumsum()
         self.p_ends = ends
-        nz = np.flatnonzero(counts[: K - 1])
-        self.p_xs = [0, *(nz + 1).tolist()]
-        self.p_xc = [0, *cum[nz].tolist()]
+        self.p_cum = cum[: K - 1]
         self.p_K = K
         self.p_pos = 0
         self.step_end = float(ends[0])
@@ -515,7 +514,7 @@ class Replica:
 
     def _cum(self, j: int) -> int:
         """Blocks the stretch allocates in its steps 1..j."""
-        return self.p_xc[bisect_right(self.p_xs, j) - 1]
+        return int(self.p_cum[j - 1]) if j else 0
 
     def _set_horizon(self) -> None:
         """When the stretch next changes what a router sees (see ``needs_advance``)."""
@@ -526,10 +525,11 @@ class Replica:
             if f < K - 1 and ends[f] < weak:
                 weak = float(ends[f])
         strict = math.inf
-        xs = self.p_xs
-        i = bisect_right(xs, self.p_pos)
-        if i < len(xs) and xs[i] <= K - 1:
-            strict = float(ends[xs[i] - 1])
+        cum = self.p_cum
+        # the first step after p_pos that allocates is step i + 1 with cum[i] > _cum(p_pos)
+        i = int(cum.searchsorted(self._cum(self.p_pos), "right"))
+        if i < K - 1:
+            strict = float(ends[i])
         self.h_weak = weak
         self.h_strict = strict
 
