@@ -70,6 +70,14 @@ NODE_CACHE_TOKENS: int = 3_000_000
 FLEET_REPLICAS: int = 10
 #: Eviction policies of the hit-rate study (``opt`` is Belady's offline optimum).
 POLICIES: tuple[str, ...] = ("lru", "fifo", "lfu", "opt")
+#: Settings of the notebook-02 widget (``inferasim.widgets.cache_sizing`` kwargs).
+SIZING_DEFAULTS: dict[str, Any] = {
+    "capacity_tokens": NODE_CACHE_TOKENS,
+    "policy": "lru",
+    "replicas": 4,
+    "routing": "kv_cost",
+    "load": 1.0,
+}
 #: Routing policies of the TTFT study (``longest_match`` is :class:`LongestMatchRouter`).
 ROUTING_POLICIES: tuple[str, ...] = (
     "random",
@@ -319,6 +327,33 @@ class Study:
                     }
                 )
         return pd.DataFrame(rows)
+
+    # ---- notebook 2
+    @cached_property
+    def sizing(self) -> Any:
+        """The notebook-02 cache-sizing widget at its defaults, simulated once.
+
+        :data:`SIZING_DEFAULTS` (conversation trace, 3M tokens, 4 replicas,
+        cache + load cost routing); the simulation covers the first 10 minutes
+        under ``quick``, else the whole trace. Its ``hit_figure`` and
+        ``sim_figure`` are the ``sizing_*`` figures.
+
+        Examples
+        --------
+        >>> wl = Workload.from_synthetic(50, rate=10.0, input_len=1024, output_len=8,
+        ...                              num_prefixes=4, prefix_len=1024, seed=0)
+        >>> len(Study(workloads={"conversation": wl}).sizing.result.requests)
+        50
+        """
+        from inferasim.widgets import cache_sizing
+
+        widget = cache_sizing(
+            self.workloads,
+            sim_window_ms=10 * 60_000 if self.quick else None,
+            **SIZING_DEFAULTS,
+        )
+        widget.simulate()
+        return widget
 
     # ---- notebook 3
     @cached_property
@@ -1396,6 +1431,18 @@ FIGURES: tuple[FigureSpec, ...] = (
         "01_trace_reuse_structure",
         "hit ratio vs capacity 1e4-1e8 tokens, LRU/FIFO/LFU/optimum, 3M marked",
         lambda s: plot_hit_rate_capacity(s.hit_rates, s.ceilings, s.node_cache),
+    ),
+    FigureSpec(
+        "sizing_hit_rate",
+        "02_cache_sizing",
+        "the widget's hit-rate view: LRU curve of the conversation trace, 3M tokens marked",
+        lambda s: s.sizing.hit_figure,
+    ),
+    FigureSpec(
+        "sizing_simulation",
+        "02_cache_sizing",
+        "the widget's simulation view: TTFT and TPOT ECDFs, requests per replica",
+        lambda s: s.sizing.sim_figure,
     ),
     FigureSpec(
         "local_vs_global",

@@ -66,7 +66,9 @@ def _png(fig: Figure, dpi: int = 96, *, relayout: bool = True) -> bytes:
     if relayout:
         fig.set_layout_engine("constrained")
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=dpi, metadata={"Software": None})
+    # Ticks of cleared axes are created at draw time: draw in the paper style.
+    with style.paper_style(**{"savefig.bbox": None}):
+        fig.savefig(buf, format="png", dpi=dpi, metadata={"Software": None})
     if relayout:
         fig.set_layout_engine("none")
     return buf.getvalue()
@@ -273,7 +275,7 @@ class CacheSizing(W.VBox):
 
     def _build_hit_figure(self) -> None:
         with style.paper_style():
-            fig = Figure(figsize=(6.0, 2.6), layout="constrained")
+            fig = Figure(figsize=(style.DOUBLE[0], 2.6), layout="constrained")
             ax = fig.add_subplot()
             self.curve_line = draw_hit_rate_curve(
                 ax,
@@ -438,7 +440,7 @@ class CacheSizing(W.VBox):
 
     def _build_sim_figure(self) -> None:
         with style.paper_style():
-            fig = Figure(figsize=(7.0, 2.3), layout="constrained")
+            fig = Figure(figsize=(style.DOUBLE[0], 2.3), layout="constrained")
             self.sim_axes = fig.subplots(1, 3)
         self.sim_figure = fig
 

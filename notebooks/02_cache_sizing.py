@@ -25,28 +25,24 @@
 # with your own workloads.
 
 # %% tags=["parameters"]
-# The simulate button replays the whole trace (SIM_WINDOW_MIN = None); under
-# CI only its first 10 minutes.
+# The simulate button replays the whole trace; under CI (QUICK) only its
+# first 10 minutes.
 import os
 
 CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
-SIM_WINDOW_MIN = 10 if CI else None
+QUICK = CI
 
 # %%
 # %matplotlib inline
 from IPython.display import Markdown, display
 
 from inferasim import figures
-from inferasim.widgets import cache_sizing
 
-study = figures.Study()
-widget = cache_sizing(
-    study.workloads,
-    capacity_tokens=3e6,
-    replicas=4,
-    routing="kv_cost",
-    sim_window_ms=None if SIM_WINDOW_MIN is None else SIM_WINDOW_MIN * 60_000,
-)
+# The widget at its defaults (figures.SIZING_DEFAULTS: conversation trace, 3M
+# tokens, 4 replicas, cache + load cost routing), already simulated once; the
+# same object draws the `sizing_*` figures of `inferasim figures`.
+study = figures.Study(quick=QUICK)
+widget = study.sizing
 widget
 
 # %% [markdown]
