@@ -1131,9 +1131,10 @@ def plot_hit_rate_capacity(
                     f"3M-token LRU cache:\n{row['token_hit_ratio']:.1%} = {row['share_of_ceiling']:.0%} of ceiling",
                     xy=(row["capacity_tokens"], row["token_hit_ratio"]),
                     # Text in the empty band below the ceiling, at the left.
-                    xytext=(CAPACITY_RANGE[0] * 1.3, ceiling * 0.6),
+                    xytext=(CAPACITY_RANGE[0] * 1.3, ceiling * 0.62),
                     textcoords="data",
                     ha="left",
+                    va="bottom",
                     fontsize=6.5,
                     arrowprops={"arrowstyle": "->", "color": "0.3", "lw": 0.7, "shrinkB": 4},
                 )

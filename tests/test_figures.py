@@ -325,3 +325,25 @@ def test_real_trace_figures(conversation_path, synthetic_trace_path, tmp_path):
             reuse.infinite_hit_ratio(wl).token_hit_ratio
         )
     assert isinstance(study.workloads["conversation"].frame, pd.DataFrame)
+
+
+def _write_trace(path: Path, n: int) -> None:
+    lines = [
+        f'{{"timestamp": {i * 1000}, "input_length": 1024, "output_length": 4, "hash_ids": [1, {i + 2}]}}'
+        for i in range(n)
+    ]
+    path.write_text("\n".join(lines) + "\n")
+
+
+def test_load_traces_takes_toolagent_only_when_present(tmp_path):
+    _write_trace(tmp_path / "conversation_trace.jsonl", 3)
+    _write_trace(tmp_path / "synthetic_trace.jsonl", 2)
+    assert {k: len(v) for k, v in figures.load_traces(tmp_path).items()} == {
+        "conversation": 3,
+        "synthetic": 2,
+    }
+    _write_trace(tmp_path / "toolagent_trace.jsonl", 4)
+    assert list(figures.load_traces(tmp_path)) == ["conversation", "synthetic", "toolagent"]
+    (tmp_path / "synthetic_trace.jsonl").unlink()
+    with pytest.raises(FileNotFoundError, match="synthetic"):
+        figures.load_traces(tmp_path)

@@ -161,3 +161,13 @@ def test_bad_arguments_are_named(workloads):
         cache_sizing({})
     with pytest.raises(TypeError, match="not a Workload"):
         cache_sizing({"x": [1, 2]})
+
+
+def test_policy_without_a_simulator_eviction_falls_back_to_lru_and_says_so(workloads):
+    w = cache_sizing(workloads, capacity_tokens=1e5, policy="opt")
+    w.simulate()
+    assert "no opt eviction" in w.status.value and "LRU" in w.status.value
+    # FIFO exists in the simulator: no note.
+    w.controls["policy"].value = "fifo"
+    w.simulate()
+    assert "eviction" not in w.status.value
