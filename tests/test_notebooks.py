@@ -13,6 +13,7 @@ skips locally and fails under ``CI=true``.
 from __future__ import annotations
 
 import json
+import re
 import sys
 import time
 from pathlib import Path
@@ -85,6 +86,17 @@ def test_notebook_executes(
         if out.get("output_type") == "error"
     ]
     assert not errors
+    # The prose is computed in the notebook: no missing numbers may reach it.
+    prose = [
+        out["data"]["text/markdown"]
+        for cell in nb.cells
+        if cell.cell_type == "code"
+        for out in cell.get("outputs", [])
+        if "text/markdown" in out.get("data", {})
+    ]
+    assert prose, "every notebook explains its findings in computed prose"
+    for text in prose:
+        assert not re.search(r"\bnan\b|\binf\b", text, flags=re.IGNORECASE), text
     # Every code cell ran (no cell was skipped by an early kernel death).
     assert all(
         cell.get("execution_count")
