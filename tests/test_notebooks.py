@@ -16,6 +16,7 @@ import json
 import re
 import sys
 import time
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -104,3 +105,23 @@ def test_notebook_executes(
         if cell.cell_type == "code" and cell.source.strip()
     )
     print(f"{path.name}: {elapsed:.1f} s")
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+def test_percent_script_round_trips_through_the_pairing(path: Path) -> None:
+    # The .py is the source of truth: converting it to a notebook and back (as
+    # `jupytext --sync` does with jupytext.toml) must give the same text, so
+    # editing in Jupyter never rewrites it (the parameters tag survives).
+    text = path.read_text()
+    back = jupytext.writes(jupytext.reads(text, fmt="py:percent"), fmt="py:percent")
+
+    def strip(t: str) -> list[str]:
+        return [line for line in t.splitlines() if "jupytext_version" not in line]
+
+    assert strip(back) == strip(text)
+
+
+def test_jupytext_config_pairs_notebooks_and_keeps_parameter_tags() -> None:
+    config = tomllib.loads((REPO / "jupytext.toml").read_text())
+    assert set(config["formats"].split(",")) == {"ipynb", "py:percent"}
+    assert config["cell_metadata_filter"].split(",")[0] == "tags"
