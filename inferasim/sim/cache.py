@@ -267,14 +267,25 @@ class BlockCache:
         ({1: 0}, 0)
         """
         ref = self.ref
-        add = self._policy._od.__setitem__ if self._lru else self._policy.add
         freed = 0
-        for h in reversed(ids):
-            r = ref[h] - 1
-            ref[h] = r
-            if r == 0:
-                freed += 1
-                add(h, None) if self._lru else add(h)
+        if self._lru:
+            od = self._policy._od
+            for h in reversed(ids):
+                r = ref[h]
+                if r == 1:
+                    ref[h] = 0
+                    od[h] = None
+                    freed += 1
+                else:
+                    ref[h] = r - 1
+        else:
+            add = self._policy.add
+            for h in reversed(ids):
+                r = ref[h] - 1
+                ref[h] = r
+                if r == 0:
+                    freed += 1
+                    add(h)
         self.pinned -= freed
 
     def evict(self, n: int) -> None:

@@ -55,6 +55,8 @@ def _smallest_valid(
     heap: list[tuple[int, int, int, Seq]], k: int
 ) -> list[tuple[int, int, int, Seq]]:
     """Up to ``k`` smallest valid entries of a binary heap, in order, without popping."""
+    if len(heap) <= 2 * k:
+        return [e for e in sorted(heap) if e[3].state == DECODE and e[3].epoch == e[2]][:k]
     out = []
     cand = [(heap[0], 0)]
     n = len(heap)
@@ -455,8 +457,8 @@ class Replica:
         if lo + K - 1 <= bs:
             counts = phase[lo : lo + K - 1].copy()
         else:
-            rolled = np.concatenate((phase[lo:], phase[:lo]))
-            counts = np.tile(rolled, -(-(K - 1) // bs))[: K - 1]
+            rolled = (phase[lo:], phase[:lo])
+            counts = np.concatenate(rolled * -(-(K - 1) // bs))[: K - 1]
         for f, seq in fins:
             first = f + 1 + ((seq.d_join - seq.c_join - D - f - 1) % bs)
             if first < K:
