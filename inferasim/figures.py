@@ -113,6 +113,21 @@ def label(name: str) -> str:
     return _LABELS.get(name, name)
 
 
+def _two_lines(text: str, width: int = 13) -> str:
+    """Break a long title at the space nearest its middle.
+
+    Examples
+    --------
+    >>> _two_lines("cache + load cost"), _two_lines("random")
+    ('cache +\\nload cost', 'random')
+    """
+    spaces = [i for i, ch in enumerate(text) if ch == " "]
+    if len(text) <= width or not spaces:
+        return text
+    cut = min(spaces, key=lambda i: abs(i - len(text) / 2))
+    return text[:cut] + "\n" + text[cut + 1 :]
+
+
 def ci_mode() -> bool:
     """True when the ``CI`` environment variable is set to a true value.
 
@@ -1303,7 +1318,7 @@ def plot_replica_load(
         fig, axes = _figure((style.DOUBLE[0], 2.0), ncols=len(runs), sharey=True)
         for j, (ax, (routing, res)) in enumerate(zip(axes[0], runs.items(), strict=True)):
             plots.plot_replica_load(res, ax=ax, color=style.color(routing, j))
-            ax.set_title(label(routing))
+            ax.set_title(_two_lines(label(routing)))
             if j:
                 ax.set_ylabel("")
     return fig
