@@ -32,7 +32,7 @@ from inferasim.sim.router import (
 from inferasim.sim.scheduler import Outputs, Replica, Seq
 from inferasim.workload import Workload
 
-__all__ = ["RunOutput", "simulate"]
+__all__ = ["rejection_reasons", "simulate"]
 
 _FAST_ROUTERS = (KvCostRouter, CacheAwareRouter, LeastLoadedRouter)
 

@@ -102,55 +102,155 @@ class ReplicaView:
 
     @property
     def index(self) -> int:
-        """Replica index."""
+        """Replica index.
+
+        Examples
+        --------
+        >>> v = _demo_view()
+        >>> v.index
+        0
+        """
         return self._rep.index
 
     @property
     def queue_len(self) -> int:
-        """Requests waiting (including preempted ones)."""
+        """Requests waiting (including preempted ones).
+
+        Examples
+        --------
+        >>> v = _demo_view()
+        >>> v.queue_len
+        1
+        """
         return len(self._rep.waiting)
 
     @property
     def running(self) -> int:
-        """Sequences in the running batch."""
+        """Sequences in the running batch.
+
+        Examples
+        --------
+        >>> v = _demo_view()
+        >>> v.running
+        1
+        """
         return len(self._rep.running)
 
     @property
     def outstanding_tokens(self) -> int:
-        """Prompt tokens still to compute plus output tokens still to generate."""
+        """Prompt tokens still to compute plus output tokens still to generate.
+
+        Examples
+        --------
+        >>> v = _demo_view()
+        >>> v.outstanding_tokens  # 7 left of request 0, 32 + 2 of the queued one
+        41
+        """
         return self._rep.outstanding
 
     @property
     def kv_running_blocks(self) -> int:
-        """KV blocks held by running sequences."""
+        """KV blocks held by running sequences.
+
+        Examples
+        --------
+        >>> v = _demo_view()
+        >>> v.kv_running_blocks
+        4
+        """
         return self._rep.n_private + self._rep.cache.pinned
 
     @property
     def kv_cached_blocks(self) -> int:
-        """Evictable cached blocks (kept for reuse)."""
+        """Evictable cached blocks (kept for reuse).
+
+        Examples
+        --------
+        >>> v = _demo_view()
+        >>> v.kv_cached_blocks
+        0
+        """
         return self._rep.cache.evictable
 
     @property
     def kv_capacity_blocks(self) -> int:
-        """KV blocks the replica holds in all."""
+        """KV blocks the replica holds in all.
+
+        Examples
+        --------
+        >>> v = _demo_view()
+        >>> v.kv_capacity_blocks
+        50
+        """
         return self._rep.capacity
 
     @property
     def kv_usage(self) -> float:
-        """Fraction of KV memory held by running sequences."""
+        """Fraction of KV memory held by running sequences.
+
+        Examples
+        --------
+        >>> v = _demo_view()
+        >>> v.kv_usage
+        0.08
+        """
         return (self._rep.n_private + self._rep.cache.pinned) / self._rep.capacity
 
     @property
     def active_blocks(self) -> int:
-        """Blocks of running sequences plus prompt blocks of queued requests."""
+        """Blocks of running sequences plus prompt blocks of queued requests.
+
+        Examples
+        --------
+        >>> v = _demo_view()
+        >>> v.active_blocks
+        6
+        """
         rep = self._rep
         return rep.n_private + rep.cache.pinned + rep.queued_blocks
 
     @property
     def prefix_match_blocks(self) -> int:
-        """Leading blocks of this request resident in the replica's cache."""
+        """Leading blocks of this request resident in the replica's cache.
+
+        Examples
+        --------
+        >>> v = _demo_view()
+        >>> v.prefix_match_blocks  # blocks 1, 2 of (1, 2, 4)
+        2
+        """
         ids, limit = self._cur
         return self._rep.cache.match(ids, limit)[0]
+
+
+def _demo_view() -> ReplicaView:
+    """A view for the examples: one replica 20 ms into serving a request.
+
+    Request 0 (48 tokens: blocks 1, 2, 3 of 16 tokens; 10 output tokens) started at
+    0 with ``LinearCostModel()``: by 20 ms it has 3 tokens and holds 4 blocks.
+    Request 1 (32 tokens, 2 output tokens) has just queued. The view routes a
+    request whose reusable blocks are 1, 2 (of 1, 2, 4).
+    """
+    from inferasim.sim.cost import LinearCostModel
+    from inferasim.sim.scheduler import Outputs, Replica, Seq
+
+    rep = Replica(
+        0,
+        cost=LinearCostModel(),
+        block_size=16,
+        capacity=50,
+        max_num_seqs=8,
+        max_batched_tokens=64,
+        chunked_prefill=True,
+        eviction="lru",
+        out=Outputs(2),
+        sample_ms=1000.0,
+        jump=True,
+    )
+    rep.arrive(Seq(0, 48, 10, [1, 2, 3], 16), 0.0)
+    rep.advance(20.0)
+    rep.arrive(Seq(1, 32, 2, [7, 8], 16), 20.0)
+    return ReplicaView(rep, [[1, 2, 4], 2])
 
 
 def _least_loaded(replicas: Sequence[ReplicaView]) -> int:
@@ -179,7 +279,14 @@ class RoundRobinRouter:
         self._next = 0
 
     def reset(self, num_replicas: int, seed: int | None) -> None:
-        """Start again at replica 0."""
+        """Start again at replica 0 (called by the engine before each run).
+
+        Examples
+        --------
+        >>> r = RoundRobinRouter(); r(None, (None, None)); r.reset(2, seed=None); r(None, (None, None))
+        0
+        0
+        """
         self._next = 0
 
     def __call__(self, request: Request, replicas: Sequence[ReplicaView]) -> int:
@@ -205,7 +312,14 @@ class RandomRouter:
         self._rng = random.Random(0)
 
     def reset(self, num_replicas: int, seed: int | None) -> None:
-        """Reseed."""
+        """Reseed (called by the engine before each run with ``Simulator(seed=...)``).
+
+        Examples
+        --------
+        >>> r = RandomRouter(); r.reset(3, seed=5); first = r(None, (None,) * 3)
+        >>> r.reset(3, seed=5); r(None, (None,) * 3) == first
+        True
+        """
         self._rng = random.Random(seed)
 
     def __call__(self, request: Request, replicas: Sequence[ReplicaView]) -> int:
@@ -226,7 +340,13 @@ class LeastLoadedRouter:
     needs_state = True
 
     def reset(self, num_replicas: int, seed: int | None) -> None:
-        """No state."""
+        """Nothing to reset: the policy keeps no state.
+
+        Examples
+        --------
+        >>> LeastLoadedRouter().reset(2, seed=0) is None
+        True
+        """
 
     def __call__(self, request: Request, replicas: Sequence[ReplicaView]) -> int:
         return _least_loaded(replicas)
@@ -258,7 +378,13 @@ class CacheAwareRouter:
     needs_state = True
 
     def reset(self, num_replicas: int, seed: int | None) -> None:
-        """No state."""
+        """Nothing to reset: the policy keeps no state.
+
+        Examples
+        --------
+        >>> LeastLoadedRouter().reset(2, seed=0) is None
+        True
+        """
 
     def __call__(self, request: Request, replicas: Sequence[ReplicaView]) -> int:
         best = -1
@@ -339,7 +465,13 @@ class KvCostRouter:
         self._rng = random.Random(0)
 
     def reset(self, num_replicas: int, seed: int | None) -> None:
-        """Reseed the softmax sampler."""
+        """Reseed the softmax sampler (called by the engine before each run).
+
+        Examples
+        --------
+        >>> KvCostRouter(temperature=1.0).reset(2, seed=0) is None
+        True
+        """
         self._rng = random.Random(seed)
 
     def __call__(self, request: Request, replicas: Sequence[ReplicaView]) -> int:

@@ -40,7 +40,8 @@ import numpy as np
 
 from inferasim.sim.cache import BlockCache
 
-__all__ = ["Replica", "Seq"]
+# Internal: the public API is inferasim.sim.Simulator.
+__all__: list[str] = []
 
 WAITING, PREFILL, DECODE, DONE = 0, 1, 2, 3
 
