@@ -1163,66 +1163,82 @@ def plot_hit_rate_capacity(
     return fig
 
 
-def plot_local_vs_global(table: pd.DataFrame) -> Figure:
-    """Token hit ratio of N local caches of C tokens vs one pooled N*C cache.
+def plot_local_vs_global(table: pd.DataFrame, routing_table: pd.DataFrame | None = None) -> Figure:
+    """Token hit ratio of N local caches of C tokens vs one pooled N*C cache, per trace.
+
+    Each panel shows, for one trace, the local caches under each placement
+    rule of the reuse replay (:func:`local_vs_global`: random, round-robin,
+    sticky on the first block), then, when ``routing_table`` is given, under
+    each simulated routing policy (:func:`routing_summary`, same fleet), then
+    the pooled cache; the dotted line is the infinite-cache ceiling.
 
     Examples
     --------
     >>> t = pd.DataFrame({"trace": ["a"], "assign": ["random"], "local_token_hit_ratio": [0.3],
     ...                   "global_token_hit_ratio": [0.5], "ceiling_token_hit_ratio": [0.6]})
-    >>> plot_local_vs_global(t).axes[0].get_ylabel()
-    'token hit ratio'
+    >>> r = pd.DataFrame({"trace": ["a"], "routing": ["kv_cost"], "token_hit_ratio": [0.4]})
+    >>> fig = plot_local_vs_global(t, r)
+    >>> [round(float(p.get_height()), 2) for p in fig.axes[0].patches]
+    [0.3, 0.4, 0.5]
     """
     traces = list(dict.fromkeys(table["trace"]))
-    assigns = list(dict.fromkeys(table["assign"]))
     with style.paper_style():
-        fig, axes = _figure(style.SINGLE if len(traces) < 3 else style.DOUBLE)
-        ax = axes[0, 0]
-        width = 0.8 / (len(assigns) + 1)
-        x = np.arange(len(traces))
-        for j, assign in enumerate(assigns):
-            vals = [
-                float(
-                    table[(table["trace"] == t) & (table["assign"] == assign)][
-                        "local_token_hit_ratio"
-                    ].iloc[0]
-                )
-                for t in traces
-            ]
-            ax.bar(
-                x + j * width,
-                vals,
-                width,
-                color=style.color(assign, j + 1),
-                label=f"local, {label(assign)}",
-            )
-        glob = [float(table[table["trace"] == t]["global_token_hit_ratio"].iloc[0]) for t in traces]
-        ceil = [
-            float(table[table["trace"] == t]["ceiling_token_hit_ratio"].iloc[0]) for t in traces
-        ]
-        ax.bar(
-            x + len(assigns) * width,
-            glob,
-            width,
-            color=style.color("global"),
-            label="global (pooled)",
-        )
-        for k, c in enumerate(ceil):
-            ax.hlines(
-                c,
-                x[k] - width / 2,
-                x[k] + len(assigns) * width + width / 2,
-                color="0.2",
-                ls=":",
-                lw=0.9,
-            )
-        ax.set_xticks(x + len(assigns) * width / 2, [f"{t}" for t in traces])
-        ax.set_xlabel("trace")
-        ax.set_ylabel("token hit ratio")
-        ax.yaxis.set_major_formatter(PercentFormatter(1.0))
-        ax.set_ylim(0, 1)
-        ax.legend(loc="upper left", fontsize=6)
-        ax.set_title("10 nodes x 3M tokens: local vs pooled", fontsize=8)
+        fig, axes = _figure((style.DOUBLE[0], 2.9), ncols=len(traces), sharey=True)
+        for k, (ax, trace) in enumerate(zip(axes[0], traces, strict=True)):
+            rows = table[table["trace"] == trace]
+            names, values, colors, hatches = [], [], [], []
+            for j, r in enumerate(rows.itertuples()):
+                names.append(label(r.assign))
+                values.append(r.local_token_hit_ratio)
+                colors.append(style.OKABE_ITO["sky"] if j % 2 else "0.55")
+                hatches.append("///")
+            split = [len(names)]
+            if routing_table is not None:
+                routed = routing_table[routing_table["trace"] == trace]
+                for j, r in enumerate(routed.itertuples()):
+                    names.append(label(r.routing))
+                    values.append(r.token_hit_ratio)
+                    colors.append(style.color(r.routing, j))
+                    hatches.append("")
+                split.append(len(names))
+            names.append("pooled cache")
+            values.append(float(rows["global_token_hit_ratio"].iloc[0]))
+            colors.append(style.OKABE_ITO["black"])
+            hatches.append("")
+            # Gaps between the groups.
+            x = np.arange(len(names), dtype=float)
+            for cut in split:
+                x[cut:] += 0.6
+            bars = ax.bar(x, values, 0.8, color=colors, edgecolor="white", linewidth=0.3)
+            for bar, hatch in zip(bars, hatches, strict=True):
+                bar.set_hatch(hatch)
+            ceiling = float(rows["ceiling_token_hit_ratio"].iloc[0])
+            ax.axhline(ceiling, color="0.2", ls=":", lw=0.9)
+            ax.text(x[0] - 0.45, ceiling + 0.015, f"ceiling {ceiling:.0%}", ha="left", fontsize=6.5)
+            for xi, v in zip(x, values, strict=True):
+                ax.text(xi, v + 0.01, f"{v:.0%}", ha="center", va="bottom", fontsize=5.5)
+            groups = [(0, split[0], "placement\n(replay)")]
+            if routing_table is not None:
+                groups.append((split[0], split[1], "routing\n(simulated)"))
+            for a, b, text in groups:
+                if b > a:
+                    ax.text(
+                        (x[a] + x[b - 1]) / 2,
+                        0.97,
+                        text,
+                        ha="center",
+                        va="top",
+                        fontsize=6.5,
+                        color="0.3",
+                    )
+            ax.set_xticks(x, names, rotation=40, ha="right", rotation_mode="anchor")
+            ax.set_xlabel("how requests reach the 10 local caches")
+            ax.set_title(f"{trace} trace")
+            if k == 0:
+                ax.set_ylabel("token hit ratio")
+            ax.yaxis.set_major_formatter(PercentFormatter(1.0))
+            ax.set_ylim(0, 1)
+            ax.grid(axis="x", visible=False)
     return fig
 
 
@@ -1464,7 +1480,7 @@ FIGURES: tuple[FigureSpec, ...] = (
         "local_vs_global",
         "03_routing_and_locality",
         "10 local 3M-token caches vs one pooled 30M cache",
-        lambda s: plot_local_vs_global(s.local_global),
+        lambda s: plot_local_vs_global(s.local_global, s.routing_table),
     ),
     FigureSpec(
         "ttft_by_routing",

@@ -246,14 +246,37 @@ def _text_boxes(fig):
     return boxes
 
 
+def _rotated(item) -> bool:
+    return hasattr(item, "get_rotation") and item.get_rotation() % 180 != 0
+
+
 def test_no_two_labels_overlap(rendered):
     for name, fig in rendered.items():
         boxes = _text_boxes(fig)
         for (a, ba), (b, bb) in itertools.combinations(boxes, 2):
-            if a is b:
-                continue
+            if a is b or (_rotated(a) and _rotated(b)):
+                continue  # parallel slanted labels: checked below
             overlap = min(ba.x1, bb.x1) - max(ba.x0, bb.x0), min(ba.y1, bb.y1) - max(ba.y0, bb.y0)
             assert not (overlap[0] > 1 and overlap[1] > 1), (name, str(a), str(b))
+
+
+def test_slanted_tick_labels_are_far_enough_apart(rendered):
+    # Parallel labels rotated by r, with anchors d pixels apart along the axis,
+    # are d * sin(r) apart across their baselines: that must exceed the text height.
+    checked = 0
+    for name, fig in rendered.items():
+        canvas = FigureCanvasAgg(fig)
+        canvas.draw()
+        for ax in fig.axes:
+            labels = [t for t in ax.get_xticklabels() if t.get_text() and _rotated(t)]
+            if len(labels) < 2:
+                continue
+            xs = np.sort(ax.transData.transform([(t.get_position()[0], 0) for t in labels])[:, 0])
+            height = labels[0].get_fontsize() * fig.dpi / 72
+            gap = np.diff(xs).min() * abs(np.sin(np.radians(labels[0].get_rotation())))
+            assert gap > height, (name, gap, height)
+            checked += 1
+    assert checked >= 2  # local_vs_global has slanted labels on both panels
 
 
 def test_figures_use_the_paper_size_and_font(rendered):
