@@ -579,7 +579,7 @@ class Replica:
             self.S += B
             self.outstanding -= B
             heap = self.heap
-            while heap[0][0] <= D:
+            while heap and heap[0][0] <= D:
                 _, _, ep, seq = heapq.heappop(heap)
                 if seq.state == DECODE and seq.epoch == ep:
                     self._finish(seq, self._leave_decode(seq), e)
