@@ -170,6 +170,7 @@ class Replica:
         self.S = 0
         self.D = 0
         self.phase = array("q", [0]) * block_size
+        self.phase_np = np.frombuffer(self.phase, dtype=np.int64)  # a view, same buffer
         self.heap: list[tuple[int, int, int, Seq]] = []
         # current step
         self.clock = 0.0
@@ -452,11 +453,13 @@ class Replica:
             return
         # new blocks of steps 1..K-1: decode step d allocates phase[d % bs], minus the
         # sequences that finished before it
-        phase = np.frombuffer(self.phase, dtype=np.int64)
+        phase = self.phase_np
         bs = self.bs
         lo = (D + 1) % bs
         if lo + K - 1 <= bs:
-            counts = phase[lo : lo + K - 1].copy()
+            counts = phase[lo : lo + K - 1]
+            if fins:
+                counts = counts.copy()
         else:
             rolled = (phase[lo:], phase[:lo])
             counts = np.concatenate(rolled * -(-(K - 1) // bs))[: K - 1]
