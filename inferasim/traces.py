@@ -5,8 +5,8 @@ a trace, in order, in
 
 1. ``$INFERASIM_TRACE_DIR``;
 2. ``./traces/`` and ``../shared/traces/`` relative to the working
-   directory, and the same two relative to its parent (so notebooks run from
-   ``notebooks/`` find them too);
+   directory, to its parent (so notebooks run from ``notebooks/`` find them
+   too) and to the source checkout of an editable install;
 3. the user cache directory (``platformdirs.user_cache_dir("inferasim")``);
 
 and otherwise downloads it from the upstream Mooncake repository into the
@@ -25,7 +25,7 @@ from pathlib import Path
 
 from inferasim.errors import TraceNotFoundError
 
-__all__ = ["TraceInfo", "TRACES", "find_trace", "download_trace", "trace_dirs", "cache_dir", "sha256_of"]
+__all__ = ["TraceInfo", "TRACES", "find_trace", "download_trace", "trace_dirs", "cache_dir", "sha256_of", "checkout_dir"]
 
 UPSTREAM = "https://raw.githubusercontent.com/kvcache-ai/Mooncake/main/FAST25-release/traces/"
 
@@ -91,6 +91,18 @@ def cache_dir() -> Path:
     return Path(user_cache_dir("inferasim")) / "traces"
 
 
+def checkout_dir() -> Path | None:
+    """The source checkout this package runs from (an editable install), else None.
+
+    Examples
+    --------
+    >>> checkout_dir() is None or (checkout_dir() / "pyproject.toml").is_file()
+    True
+    """
+    root = Path(__file__).resolve().parents[1]
+    return root if (root / "pyproject.toml").is_file() and (root / "inferasim").is_dir() else None
+
+
 def trace_dirs() -> list[Path]:
     """Directories searched for traces, in order (see the module docstring).
 
@@ -104,10 +116,18 @@ def trace_dirs() -> list[Path]:
     if env:
         dirs.append(Path(env).expanduser())
     cwd = Path.cwd()
-    for base in (cwd, cwd.parent):
+    bases = [cwd, cwd.parent]
+    checkout = checkout_dir()
+    if checkout is not None:
+        bases.append(checkout)
+    for base in bases:
         dirs += [base / "traces", base.parent / "shared" / "traces"]
     dirs.append(cache_dir())
-    return dirs
+    unique: list[Path] = []
+    for d in dirs:
+        if d not in unique:
+            unique.append(d)
+    return unique
 
 
 def _info(name: str) -> TraceInfo:

@@ -25,6 +25,7 @@ def sandbox(tmp_path, monkeypatch):
     monkeypatch.delenv("INFERASIM_TRACE_DIR", raising=False)
     monkeypatch.chdir(cwd)
     monkeypatch.setattr(traces, "cache_dir", lambda: cache)
+    monkeypatch.setattr(traces, "checkout_dir", lambda: None)
     return tmp_path
 
 
@@ -58,6 +59,23 @@ def test_trace_dirs_order(sandbox, monkeypatch):
         sandbox / "shared" / "traces",
         sandbox / "cache" / "traces",
     ]
+
+
+def test_source_checkout_is_searched_after_the_working_directory(sandbox, monkeypatch):
+    # an editable install finds traces beside its checkout whatever the cwd
+    checkout = sandbox / "src" / "inferasim-repo"
+    monkeypatch.setattr(traces, "checkout_dir", lambda: checkout)
+    dirs = traces.trace_dirs()
+    assert dirs.index(checkout / "traces") > dirs.index(sandbox / "work" / "main" / "traces")
+    assert dirs[-1] == sandbox / "cache" / "traces"
+    shared = put(sandbox / "src" / "shared" / "traces")
+    assert traces.find_trace("conversation", download=False) == shared
+
+
+def test_trace_dirs_have_no_repeats(sandbox, monkeypatch):
+    monkeypatch.chdir(sandbox)  # from /tmp/x, cwd.parent.parent is cwd.parent's sibling set again
+    dirs = traces.trace_dirs()
+    assert len(dirs) == len(set(dirs))
 
 
 def test_env_dir_is_searched_first(sandbox, monkeypatch):
