@@ -164,6 +164,8 @@ def simulate(
         nh.tolist(),
         starts.tolist(),
     )
+    wakes = [math.inf] * num_replicas
+    min_wake = math.inf
     for i in range(n):
         if bar is not None and not i & 1023 and i:
             bar.update(1024)
@@ -179,21 +181,20 @@ def simulate(
         r = -1
         if fast_route is not None:
             # bring up to date only the replicas whose routing state changed
-            for rep in reps:
-                if rep.p_K:
-                    if a < rep.h_weak and a <= rep.h_strict:
-                        continue
-                elif rep.in_step:
-                    if rep.step_end > a:
-                        continue
-                elif rep.clock >= a or not (rep.running or rep.waiting):
-                    continue
-                rep.advance(a)
+            # (wakes[r] is the earliest time replica r's state would change)
+            if a >= min_wake:
+                for j, w in enumerate(wakes):
+                    if w <= a:
+                        rep = reps[j]
+                        rep.advance(a)
+                        wakes[j] = rep.wake()
+                min_wake = min(wakes)
             r = fast_route(p, ids, limit, reps, a)
         if r < 0:
             if needs_state:
-                for rep in reps:
+                for j, rep in enumerate(reps):
                     rep.advance(a)
+                    wakes[j] = rep.wake()
             current[0] = ids
             current[1] = limit
             r = router(Request(i, a, p, O_l[i], tuple(ids)), views)
@@ -209,6 +210,9 @@ def simulate(
         rep = reps[r]
         rep.advance(a)
         rep.arrive(Seq(i, p, O_l[i], ids, bs), a)
+        w = wakes[r] = rep.wake()
+        if w < min_wake:
+            min_wake = w
     for rep in reps:
         rep.advance(math.inf)
     if bar is not None:

@@ -320,6 +320,54 @@ class RooflineCostModel:
         comm = self._comm_fixed_s + self._comm_per_token_s * n
         return self.overhead_ms + 1e3 * (max(compute, memory) + comm)
 
+    def _decode_run(self, ends: list[float], e: float, b: int, s: int, k: int) -> float:
+        """Append the ends of ``k`` pure-decode steps to ``ends`` (engine use).
+
+        Step ``j`` decodes ``b`` sequences with ``s + b * j`` tokens of context
+        and ends at ``e + dt_0 + ... + dt_j`` (summed left to right). Each
+        ``dt`` is bit-identical to ``step_time_ms(0, 0, b, s + b * j)``: the
+        same operations with the zero prefill terms dropped (``x + 0.0 == x``
+        for ``x >= 0``) and no argument checks. Returns the last end.
+        """
+        fpt, fpp, fps = self._flops_per_token, self._flops_per_pair, self._flops_per_s
+        kv, bps, oh = self._kv_gpu, self._bytes_per_s, self.overhead_ms
+        n = float(b)
+        comm = self._comm_fixed_s + self._comm_per_token_s * n
+        if self.model_spec.is_moe:
+            weights = self._dense_bytes_gpu + self._expert_bytes_gpu * (
+                1.0 - float(np.power(self._miss, n))
+            )
+        else:
+            weights = self._dense_bytes_gpu
+        fn = fpt * n
+        append = ends.append
+        for _ in range(k):
+            c = float(s)
+            compute = (fn + fpp * c) / fps
+            memory = (weights + kv * c) / bps
+            e += oh + 1e3 * ((compute if compute >= memory else memory) + comm)
+            append(e)
+            s += b
+        return e
+
+    def _decode_dt(self, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+        """Times of pure-decode steps of ``b`` sequences with ``c`` context (engine use).
+
+        Elementwise bit-identical to ``step_time_ms(0, 0, b, c)`` for int64
+        arrays ``b, c >= 0``, without the argument checks.
+        """
+        n = b.astype(np.float64)
+        c = c.astype(np.float64)
+        compute = (self._flops_per_token * n + self._flops_per_pair * c) / self._flops_per_s
+        if self.model_spec.is_moe:
+            touched = 1.0 - np.power(self._miss, n)
+            weights = self._dense_bytes_gpu + self._expert_bytes_gpu * touched
+        else:
+            weights = self._dense_bytes_gpu
+        memory = (weights + self._kv_gpu * c) / self._bytes_per_s
+        comm = self._comm_fixed_s + self._comm_per_token_s * n
+        return self.overhead_ms + 1e3 * (np.maximum(compute, memory) + comm)
+
     def kv_capacity_blocks(self, block_size: int) -> int:
         """KV-cache blocks of ``block_size`` tokens one replica holds.
 

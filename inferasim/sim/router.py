@@ -500,29 +500,28 @@ class KvCostRouter:
         w = self.overlap_weight
         blocks = -(-input_len // self.block_size)
         miss = w * blocks  # the same float as w * (blocks - 0) in __call__
-        head = ids[:limit]
-        h0 = head[0] if head else None
-        best = -1
-        best_cost = 0.0
-        best_load = None
-        for i, rep in enumerate(reps):
-            cache = rep.cache
-            if h0 is not None and h0 in cache.ref:
+        costs = [miss + (rep.n_private + rep.cache.pinned + rep.queued_blocks) for rep in reps]
+        if limit > 0:
+            head = ids[:limit]
+            h0 = head[0]
+            for i in [i for i, rep in enumerate(reps) if h0 in rep.cache.ref]:
+                rep = reps[i]
+                cache = rep.cache
                 ref = cache.ref
                 m = 0
                 for h in head:
                     if h not in ref:
                         break
                     m += 1
-                cost = w * (blocks - m) + (rep.n_private + cache.pinned + rep.queued_blocks)
-            else:
-                cost = miss + (rep.n_private + cache.pinned + rep.queued_blocks)
-            if best < 0 or cost < best_cost:
-                best, best_cost, best_load = i, cost, None
-            elif cost == best_cost:
+                costs[i] = w * (blocks - m) + (rep.n_private + cache.pinned + rep.queued_blocks)
+        low = min(costs)
+        best = costs.index(low)
+        best_load = None
+        for i in range(best + 1, len(costs)):
+            if costs[i] == low:
                 if best_load is None:
                     best_load = reps[best].outstanding_at(t)
-                load = rep.outstanding_at(t)
+                load = reps[i].outstanding_at(t)
                 if load < best_load:
                     best, best_load = i, load
         return best

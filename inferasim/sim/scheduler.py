@@ -33,6 +33,7 @@ from __future__ import annotations
 import heapq
 import math
 from array import array
+from bisect import bisect_left, bisect_right
 from collections import deque
 from typing import Any
 
@@ -45,9 +46,10 @@ __all__: list[str] = []
 
 WAITING, PREFILL, DECODE, DONE = 0, 1, 2, 3
 
-# Stretches up to this many steps are priced with scalar cost calls (cheaper
+# Runs of up to this many decode steps are priced with scalar cost calls (cheaper
 # than one array call's fixed overhead); the cost protocol makes both equal.
-_SCALAR_STEPS = 20
+_SCALAR_STEPS = 64
+
 # A stretch runs through at most this many finishes (each costs a little Python).
 _MAX_FINISHES = 8
 
@@ -151,6 +153,10 @@ class Replica:
     ) -> None:
         self.index = index
         self.cost = cost.step_time_ms
+        run = getattr(cost, "_decode_run", None)
+        self.decode_run = run if callable(run) else self._decode_run
+        dt = getattr(cost, "_decode_dt", None)
+        self.decode_dt = dt if callable(dt) else self._decode_dt
         self.bs = block_size
         self.capacity = capacity
         self.max_seqs = max_num_seqs
@@ -180,10 +186,21 @@ class Replica:
         self.cur_B = 0
         self.p_K = 0
         self.p_pos = 0
-        self.p_ends: np.ndarray = np.zeros(0)
-        self.p_cum: np.ndarray = np.zeros(0, dtype=np.int64)  # blocks of steps 1..j+1
+        self.p_ends: list[float] = []  # ends of the steps priced so far (lazily)
+        self.p_cum: list[int] = []  # blocks of steps 1..j+1
         self.p_fsteps: list[int] = []
         self.p_fi = 0
+        # lazy pricing: step j decodes B0 - g sequences with S0 - gctx + (B0 - g) * j
+        # context, g (gctx) the count (context) of p_fins entries with f < j
+        self.p_t = 0.0
+        self.p_B0 = 0
+        self.p_S0 = 0
+        self.p_fins: list[tuple[int, int]] = []
+        self.p_gi = 0
+        self.p_g = 0
+        self.p_gctx = 0
+        self.p_chunk = 8
+        self.p_used = 0  # steps of the last stretch (to size the first pricing chunk)
         # during a stretch, routing-visible state (KV use, cache content, queue)
         # changes only at a step starting after h_strict or ending at/after h_weak
         self.h_weak = 0.0
@@ -446,10 +463,9 @@ class Replica:
             fins = [(e[0] - D - 1, e[3]) for e in valid if e[0] - D - 1 < K - 1]
         if K > cap:
             K = cap
-        cost = self.cost
         if K == 1:
             self.p_K = 0
-            self.step_end = t + float(cost(0, 0, B, S))
+            self.step_end = self.decode_run([], t, B, S, 1)
             return
         # new blocks of steps 1..K-1: decode step d allocates phase[d % bs], minus the
         # sequences that finished before it
@@ -467,77 +483,155 @@ class Replica:
             first = f + 1 + ((seq.d_join - seq.c_join - D - f - 1) % bs)
             if first < K:
                 counts[first - 1 :: bs] -= 1
-        cum = counts.cumsum()
+        cum = counts.cumsum().tolist()
         free = self.capacity - self.n_private - len(self.cache.ref)
         limit = free if self.waiting else free + self.cache.evictable
         if cum[-1] > limit:  # (blocks freed by finishes ignored: a shorter stretch)
-            K = int(cum.searchsorted(limit, "right")) + 1
+            K = bisect_right(cum, limit) + 1
             if K == 1:
                 self.p_K = 0
-                self.step_end = t + float(cost(0, 0, B, S))
+                self.step_end = self.decode_run([], t, B, S, 1)
                 return
             fins = [x for x in fins if x[0] < K - 1]
         if fins:
-            # B_j and S_j: sequences finishing at step f leave from step f + 1
-            fs = np.array([f for f, _ in fins], dtype=np.int64)
-            ctx = np.array([seq.c_join + D - seq.d_join + 1 for _, seq in fins], dtype=np.int64)
-            j = np.arange(K, dtype=np.int64)
-            gone = fs.searchsorted(j, "left")
-            gone_ctx = np.concatenate(([0], ctx.cumsum()))[gone]
-            b_arr = B - gone
-            s_arr = S + B * j - gone_ctx - j * gone
+            # sequences finishing at step f leave the decode group from step f + 1
+            self.p_fins = [(f, seq.c_join + D - seq.d_join + 1) for f, seq in fins]
             self.p_fsteps = sorted({f for f, _ in fins})
         else:
+            self.p_fins = []
             self.p_fsteps = []
         self.p_fi = 0
-        if K <= _SCALAR_STEPS:
-            ends = []
-            e = t
-            if fins:
-                for bj, sj in zip(b_arr.tolist(), s_arr.tolist(), strict=True):
-                    e += float(cost(0, 0, bj, sj))
-                    ends.append(e)
-            else:
-                for jj in range(K):
-                    e += float(cost(0, 0, B, S + B * jj))
-                    ends.append(e)
-            ends = np.array(ends)
-        else:
-            if not fins:
-                b_arr = B
-                s_arr = S + B * np.arange(K, dtype=np.int64)
-            dt = np.array(cost(0, 0, b_arr, s_arr), dtype=np.float64)
-            if dt.shape != (K,):
-                dt = np.array(np.broadcast_to(dt, (K,)))
-            dt[0] += t  # t + dt0, then sequential sums: the plain loop's t += dt
-            ends = dt.cumsum()
-        self.p_ends = ends
+        self.p_t = t
+        self.p_B0 = B
+        self.p_S0 = S
+        self.p_gi = self.p_g = self.p_gctx = 0
+        # first chunk: what the previous stretch used (arrivals cut stretches at a
+        # similar pace), at least 8 steps
+        used = self.p_used
+        self.p_chunk = used + (used >> 1) if used > 5 else 8
+        self.p_ends = []
         self.p_cum = cum[: K - 1]
         self.p_K = K
         self.p_pos = 0
-        self.step_end = float(ends[0])
+        self._price(0)
+        self.step_end = self.p_ends[0]
         self._set_horizon()
+
+    def _decode_run(self, ends: list[float], e: float, b: int, s: int, k: int) -> float:
+        """Append the ends of ``k`` decode steps of ``b`` sequences with ``s + b * j``
+        context (step ``j``) after ``e``; return the last (any cost model)."""
+        cost = self.cost
+        for _ in range(k):
+            e += float(cost(0, 0, b, s))
+            ends.append(e)
+            s += b
+        return e
+
+    def _decode_dt(self, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+        """Times of decode steps of ``b`` sequences with ``c`` context (any cost model)."""
+        dt = np.array(self.cost(0, 0, b, c), dtype=np.float64)
+        if dt.shape != b.shape:
+            dt = np.array(np.broadcast_to(dt, b.shape))
+        return dt
+
+    def _price(self, j: int, until: float = 0.0) -> None:
+        """Price the stretch's steps up to ``j`` (and a few more, growing geometrically).
+
+        Sequential sums from the stretch start, the plain loop's ``t += dt``.
+        """
+        ends = self.p_ends
+        L = len(ends)
+        if j < L:
+            return
+        K = self.p_K
+        target = j + 1
+        if target < L + self.p_chunk:
+            target = L + self.p_chunk
+        self.p_chunk *= 2
+        if until > 0.0 and L > 1:  # enough steps to reach ``until`` at the recent pace
+            dt = (ends[-1] - self.p_t) / L
+            if dt > 0.0:
+                more = (until - ends[-1]) / dt
+                if more > K:
+                    target = K
+                elif L + int(more * 1.25) + 8 > target:
+                    target = L + int(more * 1.25) + 8
+        if target > K:
+            target = K
+        e = ends[-1] if L else self.p_t
+        fins = self.p_fins
+        nf = len(fins)
+        gi, g, gctx = self.p_gi, self.p_g, self.p_gctx
+        B0, S0 = self.p_B0, self.p_S0
+        if target - L > _SCALAR_STEPS:  # one elementwise call, then sequential sums
+            jj = np.arange(L, target, dtype=np.int64)
+            if nf:
+                fs = np.array([f for f, _ in fins], dtype=np.int64)
+                ctx = np.array([x for _, x in fins], dtype=np.int64)
+                gone = fs.searchsorted(jj, "left")
+                gone_ctx = np.concatenate(([0], ctx.cumsum()))[gone]
+                b_arr = B0 - gone
+                s_arr = S0 + B0 * jj - gone_ctx - jj * gone
+            else:
+                b_arr = np.full(target - L, B0, dtype=np.int64)
+                s_arr = S0 + B0 * jj
+            dt = self.decode_dt(b_arr, s_arr)
+            dt[0] += e
+            ends.extend(dt.cumsum().tolist())
+            return
+        run = self.decode_run
+        while L < target:
+            while gi < nf and fins[gi][0] < L:
+                g += 1
+                gctx += fins[gi][1]
+                gi += 1
+            stop = fins[gi][0] + 1 if gi < nf else target
+            if stop > target:
+                stop = target
+            b = B0 - g
+            e = run(ends, e, b, S0 - gctx + b * L, stop - L)
+            L = stop
+        self.p_gi, self.p_g, self.p_gctx = gi, g, gctx
 
     def _cum(self, j: int) -> int:
         """Blocks the stretch allocates in its steps 1..j."""
-        return int(self.p_cum[j - 1]) if j else 0
+        return self.p_cum[j - 1] if j else 0
 
     def _set_horizon(self) -> None:
-        """When the stretch next changes what a router sees (see ``needs_advance``)."""
-        ends, K = self.p_ends, self.p_K
-        weak = float(ends[K - 1])
+        """When the stretch next changes what a router sees (see ``needs_advance``).
+
+        The routing state changes at the end of the first step with finishes
+        (or of the stretch), ``weak``, and when a step after the first one
+        that allocates starts, ``strict``. Step ends never decrease, so only
+        the earlier of the two needs pricing: a later one is implied by it.
+        """
+        K = self.p_K
+        w = K - 1
         if self.p_fi < len(self.p_fsteps):
             f = self.p_fsteps[self.p_fi]
-            if f < K - 1 and ends[f] < weak:
-                weak = float(ends[f])
-        strict = math.inf
-        cum = self.p_cum
+            if f < w:
+                w = f
         # the first step after p_pos that allocates is step i + 1 with cum[i] > _cum(p_pos)
-        i = int(cum.searchsorted(self._cum(self.p_pos), "right"))
-        if i < K - 1:
-            strict = float(ends[i])
-        self.h_weak = weak
+        cum = self.p_cum
+        pos = self.p_pos
+        i = bisect_right(cum, cum[pos - 1] if pos else 0)
+        ends = self.p_ends
+        if i >= w:  # t > ends[i] implies t >= ends[w]
+            if w >= len(ends):
+                self._price(w)
+            self.h_weak = ends[w]
+            self.h_strict = math.inf
+            return
+        if i + 1 >= len(ends):
+            self._price(i + 1)
+        strict = ends[i]
         self.h_strict = strict
+        if ends[i + 1] > strict:  # then t >= ends[w] implies t > strict
+            self.h_weak = ends[i + 1]
+        else:  # zero-time steps: find ends[w] itself
+            if w >= len(ends):
+                self._price(w)
+            self.h_weak = ends[w]
 
     def needs_advance(self, t: float) -> bool:
         """Whether ``advance(t)`` would change the queue, running set, KV use or cache.
@@ -551,18 +645,33 @@ class Replica:
             return self.step_end <= t
         return self.clock < t and bool(self.running or self.waiting)
 
+    def wake(self) -> float:
+        """Earliest ``t`` with ``needs_advance(t)`` True (state as it is now)."""
+        if self.p_K:
+            strict = math.nextafter(self.h_strict, math.inf)
+            return self.h_weak if self.h_weak < strict else strict
+        if self.in_step:
+            return self.step_end
+        if self.running or self.waiting:
+            return math.nextafter(self.clock, math.inf)
+        return math.inf
+
     def outstanding_at(self, t: float) -> int:
         """Outstanding tokens at ``t`` when ``needs_advance(t)`` is False."""
         if not self.p_K:
             return self.outstanding
-        done = int(self.p_ends.searchsorted(t, "right")) - self.p_pos
+        done = bisect_right(self.p_ends, t) - self.p_pos
         return self.outstanding - self.B * done if done > 0 else self.outstanding
 
     def _progress(self, until: float) -> None:
         """Apply the stretch's steps that start before ``until``."""
-        jn = int(self.p_ends.searchsorted(until))
-        if jn > self.p_K - 1:
-            jn = self.p_K - 1
+        ends = self.p_ends
+        K = self.p_K
+        while ends[-1] < until and len(ends) < K:
+            self._price(len(ends), until)
+        jn = bisect_left(ends, until)
+        if jn > K - 1:
+            jn = K - 1
         pos = self.p_pos
         if jn <= pos:
             return
@@ -574,7 +683,7 @@ class Replica:
                 self._uniform(pos, jn)
                 break
             self._uniform(pos, f)  # step f (with finishes) is running
-            e = float(self.p_ends[f])
+            e = ends[f]
             if self.next_sample < e:
                 self._emit(e)
             B = self.B
@@ -598,7 +707,7 @@ class Replica:
             self.steps += 1
             self.p_pos = pos
             self.clock = e
-            self.step_end = float(self.p_ends[pos])
+            self.step_end = ends[pos]
         self._set_horizon()
 
     def _uniform(self, j: int, jn: int) -> None:
@@ -606,7 +715,7 @@ class Replica:
         if jn <= j:
             return
         ends = self.p_ends
-        start = float(ends[jn - 1])
+        start = ends[jn - 1]
         if self.next_sample < start:
             self._emit_plan(j, jn, start)
         k = jn - j
@@ -623,7 +732,7 @@ class Replica:
                 self.peak_kv = kv
         self.p_pos = jn
         self.clock = start
-        self.step_end = float(ends[jn])
+        self.step_end = ends[jn]
 
     def _emit_plan(self, j: int, jn: int, stop: float) -> None:
         """Timeline samples inside a stretch (state after each step's allocations)."""
@@ -636,7 +745,7 @@ class Replica:
         q, r = len(self.waiting), len(self.running)
         while self.next_sample < stop:
             s = self.next_sample
-            i = int(ends.searchsorted(s, "right"))
+            i = bisect_right(ends, s)
             extra = self._cum(i) - cum0
             evicted = extra - free0 if extra > free0 else 0
             self.tl.append((s, q, r, kv0 + extra, ev0 - evicted))
@@ -650,7 +759,9 @@ class Replica:
             self._emit(e)
         self.clock = e
         self.in_step = False
-        self.p_K = 0
+        if self.p_K:
+            self.p_used = self.p_K
+            self.p_K = 0
         out = self.out
         B = self.cur_B
         D = self.D
