@@ -500,21 +500,30 @@ class KvCostRouter:
         w = self.overlap_weight
         blocks = -(-input_len // self.block_size)
         miss = w * blocks  # the same float as w * (blocks - 0) in __call__
-        costs = [miss + (rep.n_private + rep.cache.pinned + rep.queued_blocks) for rep in reps]
+        actives = [rep.n_private + rep.cache.pinned + rep.queued_blocks for rep in reps]
+        costs = [miss + a for a in actives]
+        low = min(costs)
         if limit > 0:
             head = ids[:limit]
             h0 = head[0]
-            for i in [i for i, rep in enumerate(reps) if h0 in rep.cache.ref]:
-                rep = reps[i]
-                cache = rep.cache
-                ref = cache.ref
+            # w * (blocks - m) + active >= w * (blocks - limit) + active: a replica whose
+            # bound exceeds the lowest cost so far can be neither the minimum nor a tie
+            base = w * (blocks - limit)
+            for i in [i for i, a in enumerate(actives) if base + a <= low]:
+                a = actives[i]
+                if base + a > low:
+                    continue
+                ref = reps[i].cache.ref
+                if h0 not in ref:
+                    continue
                 m = 0
                 for h in head:
                     if h not in ref:
                         break
                     m += 1
-                costs[i] = w * (blocks - m) + (rep.n_private + cache.pinned + rep.queued_blocks)
-        low = min(costs)
+                c = costs[i] = w * (blocks - m) + a
+                if c < low:
+                    low = c
         best = costs.index(low)
         best_load = None
         for i in range(best + 1, len(costs)):

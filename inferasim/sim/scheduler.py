@@ -50,7 +50,8 @@ WAITING, PREFILL, DECODE, DONE = 0, 1, 2, 3
 # than one array call's fixed overhead); the cost protocol makes both equal.
 _SCALAR_STEPS = 64
 
-# A stretch runs through at most this many finishes (each costs a little Python).
+# A stretch runs through at most this many finishes (each costs a little Python;
+# 2 when the replica's last stretch ran at most 64 steps).
 _MAX_FINISHES = 8
 
 
@@ -455,7 +456,8 @@ class Replica:
         fins: list[tuple[int, Seq]] = []
         if K < cap and not self.waiting:
             # continue past the next few finishes (found by walking the heap)
-            valid = _smallest_valid(heap, _MAX_FINISHES)
+            # fewer when arrivals cut this replica's stretches short anyway
+            valid = _smallest_valid(heap, _MAX_FINISHES if self.p_used > 64 else 2)
             K = valid[-1][0] - D
             if K > cap:
                 K = cap
