@@ -35,6 +35,7 @@ import math
 from array import array
 from bisect import bisect_left, bisect_right
 from collections import deque
+from itertools import accumulate
 from typing import Any
 
 import numpy as np
@@ -59,6 +60,17 @@ def _smallest_valid(
     heap: list[tuple[int, int, int, Seq]], k: int
 ) -> list[tuple[int, int, int, Seq]]:
     """Up to ``k`` smallest valid entries of a binary heap, in order, without popping."""
+    if k == 2 and len(heap) > 2:  # the second smallest is a child of the root
+        a, b = heap[1], heap[2]
+        second = a if a < b else b
+        s0, s1 = heap[0][3], second[3]
+        if (
+            s0.state == DECODE
+            and s0.epoch == heap[0][2]
+            and s1.state == DECODE
+            and s1.epoch == second[2]
+        ):
+            return [heap[0], second]
     if len(heap) <= 2 * k:
         return [e for e in sorted(heap) if e[3].state == DECODE and e[3].epoch == e[2]][:k]
     out = []
@@ -177,7 +189,6 @@ class Replica:
         self.S = 0
         self.D = 0
         self.phase = array("q", [0]) * block_size
-        self.phase_np = np.frombuffer(self.phase, dtype=np.int64)  # a view, same buffer
         self.heap: list[tuple[int, int, int, Seq]] = []
         # current step
         self.clock = 0.0
@@ -471,21 +482,18 @@ class Replica:
             return
         # new blocks of steps 1..K-1: decode step d allocates phase[d % bs], minus the
         # sequences that finished before it
-        phase = self.phase_np
+        phase = self.phase
         bs = self.bs
         lo = (D + 1) % bs
         if lo + K - 1 <= bs:
-            counts = phase[lo : lo + K - 1]
-            if fins:
-                counts = counts.copy()
+            counts = phase[lo : lo + K - 1]  # (an array.array copy)
         else:
-            rolled = (phase[lo:], phase[:lo])
-            counts = np.concatenate(rolled * -(-(K - 1) // bs))[: K - 1]
+            counts = ((phase[lo:] + phase[:lo]) * -(-(K - 1) // bs))[: K - 1]
         for f, seq in fins:
             first = f + 1 + ((seq.d_join - seq.c_join - D - f - 1) % bs)
-            if first < K:
-                counts[first - 1 :: bs] -= 1
-        cum = counts.cumsum().tolist()
+            for x in range(first - 1, K - 1, bs):
+                counts[x] -= 1
+        cum = list(accumulate(counts))
         free = self.capacity - self.n_private - len(self.cache.ref)
         limit = free if self.waiting else free + self.cache.evictable
         if cum[-1] > limit:  # (blocks freed by finishes ignored: a shorter stretch)
@@ -510,7 +518,7 @@ class Replica:
         # first chunk: what the previous stretch used (arrivals cut stretches at a
         # similar pace), at least 8 steps
         used = self.p_used
-        self.p_chunk = used + (used >> 1) if used > 5 else 8
+        self.p_chunk = used if used > 8 else 8
         self.p_ends = []
         self.p_cum = cum[: K - 1]
         self.p_K = K
@@ -556,8 +564,8 @@ class Replica:
                 more = (until - ends[-1]) / dt
                 if more > K:
                     target = K
-                elif L + int(more * 1.25) + 8 > target:
-                    target = L + int(more * 1.25) + 8
+                elif L + int(more * 1.1) + 4 > target:
+                    target = L + int(more * 1.1) + 4
         if target > K:
             target = K
         e = ends[-1] if L else self.p_t
