@@ -270,3 +270,51 @@ def test_builtin_router_fast_paths_equal_the_view_paths(wl, cfg, policy):
     fast = Simulator(**{**cfg, "routing": policy}).run(wl)
     slow = Simulator(**{**cfg, "routing": via_views}).run(wl)
     assert_same(fast, slow)
+
+
+ROOFLINES = [
+    ("llama-3.1-8b", "h100-80gb", 1),
+    ("llama-3.1-70b", "h100-80gb", 4),  # tp > 1: the all-reduce term
+    ("deepseek-v3", "h200", 8),  # MoE: the expert-touch power term
+]
+
+
+@pytest.mark.parametrize(("model", "gpu", "tp"), ROOFLINES)
+def test_roofline_private_decode_paths_are_bit_identical(model, gpu, tp):
+    # The engine prices decode stretches through RooflineCostModel._decode_run
+    # (Python floats) and _decode_dt (numpy); both must equal the public
+    # step_time_ms exactly, and the run must sum left to right from its start.
+    from inferasim.sim import RooflineCostModel
+
+    m = RooflineCostModel(model, gpu, tp=tp)
+    for b, s, k in [(1, 0, 5), (7, 1000, 40), (64, 64 * 4000, 30), (0, 0, 2), (300, 5, 3)]:
+        ends: list[float] = []
+        last = m._decode_run(ends, 12.5, b, s, k)
+        e = 12.5
+        for j in range(k):
+            e += m.step_time_ms(0, 0, b, s + b * j)
+            assert ends[j] == e
+        assert last == e and len(ends) == k
+        bs = np.array([b, b + 1, 0, 3], dtype=np.int64)
+        cs = np.array([s, s + 7, 0, 10**9], dtype=np.int64)
+        assert np.array_equal(m._decode_dt(bs, cs), m.step_time_ms(0, 0, bs, cs))
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(wl=workloads(max_n=12), cfg=configs(), outputs=st.integers(30, 200))
+def test_jump_equals_plain_loop_with_the_roofline_and_long_outputs(wl, cfg, outputs):
+    # Long decode stretches (priced lazily, some runs through numpy) with the
+    # default roofline's private fast paths.
+    from inferasim.sim import RooflineCostModel
+
+    wl = Workload.from_requests(
+        wl.arrival_ms * 10,
+        wl.input_len,
+        np.minimum(wl.output_len * 5, outputs),
+        [wl.block_ids(i).tolist() for i in range(len(wl))] if wl.has_hash_ids else None,
+        block_size=wl.block_size,
+    )
+    cfg = {**cfg, "cost_model": RooflineCostModel(), "kv_blocks": cfg["kv_blocks"] * 4}
+    fast = Simulator(**cfg, fast=True).run(wl)
+    plain = Simulator(**cfg, fast=False).run(wl)
+    assert_same(fast, plain)
