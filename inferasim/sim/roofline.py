@@ -341,13 +341,23 @@ class RooflineCostModel:
             weights = self._dense_bytes_gpu
         fn = fpt * n
         append = ends.append
-        for _ in range(k):
-            c = float(s)
+        cs = map(float, range(s, s + b * k, b)) if b > 0 else [float(s)] * k
+        c0, c1 = float(s), float(s + b * (k - 1))
+        if (fn + fpp * c0) / fps < (weights + kv * c0) / bps * (1.0 - 1e-9) and (
+            fn + fpp * c1
+        ) / fps < (weights + kv * c1) / bps * (1.0 - 1e-9):
+            # memory-bound at both ends of the run by a margin (1e-9 of the memory
+            # time, which grows at most k-fold over the run) that rounding (~1e-16)
+            # cannot close, so at every step in between: both terms are linear in c
+            for c in cs:
+                e += oh + 1e3 * ((weights + kv * c) / bps + comm)
+                append(e)
+            return e
+        for c in cs:
             compute = (fn + fpp * c) / fps
             memory = (weights + kv * c) / bps
             e += oh + 1e3 * ((compute if compute >= memory else memory) + comm)
             append(e)
-            s += b
         return e
 
     def _decode_dt(self, b: np.ndarray, c: np.ndarray) -> np.ndarray:
