@@ -500,20 +500,23 @@ class KvCostRouter:
         w = self.overlap_weight
         blocks = -(-input_len // self.block_size)
         miss = w * blocks  # the same float as w * (blocks - 0) in __call__
-        actives = [rep.n_private + rep.cache.pinned + rep.queued_blocks for rep in reps]
-        costs = [miss + a for a in actives]
+        costs = [miss + (rep.n_private + rep.cache.pinned + rep.queued_blocks) for rep in reps]
         low = min(costs)
         if limit > 0:
             head = ids[:limit]
             h0 = head[0]
             # w * (blocks - m) + active >= w * (blocks - limit) + active: a replica whose
-            # bound exceeds the lowest cost so far can be neither the minimum nor a tie
+            # bound exceeds the lowest cost so far can be neither the minimum nor a tie.
+            # A generous pre-filter on the miss costs, then the exact bound.
             base = w * (blocks - limit)
-            for i in [i for i, a in enumerate(actives) if base + a <= low]:
-                a = actives[i]
+            thr = low + (miss - base) * (1.0 + 1e-9) + 1.0
+            for i in [i for i, c in enumerate(costs) if c <= thr]:
+                rep = reps[i]
+                cache = rep.cache
+                a = rep.n_private + cache.pinned + rep.queued_blocks
                 if base + a > low:
                     continue
-                ref = reps[i].cache.ref
+                ref = cache.ref
                 if h0 not in ref:
                     continue
                 m = 0
