@@ -14,7 +14,8 @@ Time is the wall time of ``Simulator.run`` (median of the repeats; loading
 or generating the workload is excluded). Peak memory is tracemalloc's peak
 during one extra run (Python and numpy allocations of the run; skipped above
 200,000 requests) and the process's peak RSS (interpreter, libraries,
-workload and run). Events are
+workload and run); ``load`` is the 1-minute load average at the end of the
+case (2 cores: above ~1 other work was competing). Events are
 engine steps simulated (each replica step counts once, jumped or not).
 
 Usage::
@@ -95,6 +96,7 @@ def run_case(case: str, repeats: int, routing: str) -> dict:
         "requests_per_s": len(wl) / statistics.median(times),
         "tracemalloc_peak_mb": peak / 2**20,
         "max_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "load_avg_1min": os.getloadavg()[0],
         "token_hit_ratio": float(s["token_hit_ratio"]),
         "ttft_p50_ms": float(s["ttft_ms_p50"]),
         "ttft_p99_ms": float(s["ttft_ms_p99"]),
@@ -166,7 +168,7 @@ def main() -> None:
     header = (
         f"{'case':<20}{'requests':>10}{'replicas':>9}{'repeats':>8}{'median s':>10}"
         f"{'min s':>8}{'steps':>11}{'steps/s':>11}{'req/s':>9}{'tracemalloc MB':>16}"
-        f"{'max RSS MB':>12}"
+        f"{'max RSS MB':>12}{'load':>6}"
     )
     print(header)
     print("-" * len(header))
@@ -176,6 +178,7 @@ def main() -> None:
             f"{r['median_s']:>10.3f}{r['min_s']:>8.3f}{r['steps']:>11,}"
             f"{r['steps_per_s']:>11,.0f}{r['requests_per_s']:>9,.0f}"
             f"{r['tracemalloc_peak_mb']:>16.1f}{r['max_rss_mb']:>12.0f}"
+            f"{r['load_avg_1min']:>6.2f}"
         )
     synth = [r for r in records if r["case"].startswith("synthetic")]
     if len(synth) > 1:

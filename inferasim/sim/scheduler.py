@@ -452,8 +452,9 @@ class Replica:
         their step); before the first step whose new blocks would not fit
         (before the first eviction when requests wait: an eviction can change
         what they may reuse); or after ``cap`` steps. Arrivals routed here
-        cut it short (:meth:`arrive`). Step times come from one elementwise
-        cost call and a sequential cumulative sum, equal to the plain loop's
+        cut it short (:meth:`arrive`). Step times are priced lazily, only as
+        far as the routing horizon and the times asked for need
+        (:meth:`_price`), as sequential sums equal to the plain loop's
         ``t += dt``.
         """
         B, S, D = self.B, self.S, self.D
