@@ -510,7 +510,10 @@ class KvCostRouter:
             # A generous pre-filter on the miss costs, then the exact bound.
             base = w * (blocks - limit)
             thr = low + (miss - base) * (1.0 + 1e-9) + 1.0
-            for i in [i for i, c in enumerate(costs) if c <= thr]:
+            cand = [i for i, c in enumerate(costs) if c <= thr]
+            if len(cand) > 1:  # least loaded first: the bound then prunes more
+                cand.sort(key=costs.__getitem__)
+            for i in cand:
                 rep = reps[i]
                 cache = rep.cache
                 a = rep.n_private + cache.pinned + rep.queued_blocks
