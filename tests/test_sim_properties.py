@@ -318,31 +318,3 @@ def test_jump_equals_plain_loop_with_the_roofline_and_long_outputs(wl, cfg, outp
     fast = Simulator(**cfg, fast=True).run(wl)
     plain = Simulator(**cfg, fast=False).run(wl)
     assert_same(fast, plain)
-
-
-@pytest.mark.parametrize("routing", ["kv_cost", "cache_aware", "random"])
-def test_a_run_creates_no_reference_cycles(routing):
-    # simulate() switches the cyclic garbage collector off during its loop,
-    # which is only safe if the loop leaves no cycles behind.
-    import gc
-
-    wl = Workload.from_synthetic(
-        400,
-        rate=50.0,
-        input_len=64,
-        output_len=16,
-        num_prefixes=4,
-        prefix_len=32,
-        block_size=16,
-        seed=1,
-    )
-    gc.collect()
-    gc.disable()
-    try:
-        res = Simulator(replicas=3, routing=routing, kv_blocks=20, progress=False).run(wl)
-        assert len(res.requests) == len(wl)
-        assert res.requests["preemptions"].sum() > 0  # the preemption path ran too
-        del res
-        assert gc.collect() == 0
-    finally:
-        gc.enable()

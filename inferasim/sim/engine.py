@@ -14,7 +14,6 @@ every step that ended at or before ``t``.
 
 from __future__ import annotations
 
-import gc
 import math
 import operator
 from collections.abc import Callable
@@ -167,63 +166,55 @@ def simulate(
     )
     wakes = [math.inf] * num_replicas
     min_wake = math.inf
-    # The loop creates no reference cycles (tested): the cyclic garbage
-    # collector only costs time here (its scans of the many live objects).
-    gc_was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        for i in range(n):
-            if bar is not None and not i & 1023 and i:
-                bar.update(1024)
-            if i in reasons:
-                continue
-            a = arr_l[i]
-            p = P_l[i]
-            k = nh_l[i]
-            ids = flat[st_l[i] : st_l[i] + k].tolist() if k else []
-            limit = (p - 1) // bs
-            if limit > k:
-                limit = k
-            r = -1
-            if fast_route is not None:
-                # bring up to date only the replicas whose routing state changed
-                # (wakes[r] is the earliest time replica r's state would change)
-                if a >= min_wake:
-                    for j, w in enumerate(wakes):
-                        if w <= a:
-                            rep = reps[j]
-                            rep.advance(a)
-                            wakes[j] = rep.wake()
-                    min_wake = min(wakes)
-                r = fast_route(p, ids, limit, reps, a)
-            if r < 0:
-                if needs_state:
-                    for j, rep in enumerate(reps):
+    for i in range(n):
+        if bar is not None and not i & 1023 and i:
+            bar.update(1024)
+        if i in reasons:
+            continue
+        a = arr_l[i]
+        p = P_l[i]
+        k = nh_l[i]
+        ids = flat[st_l[i] : st_l[i] + k].tolist() if k else []
+        limit = (p - 1) // bs
+        if limit > k:
+            limit = k
+        r = -1
+        if fast_route is not None:
+            # bring up to date only the replicas whose routing state changed
+            # (wakes[r] is the earliest time replica r's state would change)
+            if a >= min_wake:
+                for j, w in enumerate(wakes):
+                    if w <= a:
+                        rep = reps[j]
                         rep.advance(a)
                         wakes[j] = rep.wake()
-                current[0] = ids
-                current[1] = limit
-                r = router(Request(i, a, p, O_l[i], tuple(ids)), views)
-                try:
-                    r = operator.index(r)
-                    if not 0 <= r < num_replicas:
-                        raise IndexError
-                except (TypeError, IndexError):
-                    raise ValueError(
-                        f"routing returned {r!r} for request {i}; expected an int "
-                        f"in [0, {num_replicas})"
-                    ) from None
-            rep = reps[r]
-            rep.advance(a)
-            rep.arrive(Seq(i, p, O_l[i], ids, bs), a)
-            w = wakes[r] = rep.wake()
-            if w < min_wake:
-                min_wake = w
-        for rep in reps:
-            rep.advance(math.inf)
-    finally:
-        if gc_was_enabled:
-            gc.enable()
+                min_wake = min(wakes)
+            r = fast_route(p, ids, limit, reps, a)
+        if r < 0:
+            if needs_state:
+                for j, rep in enumerate(reps):
+                    rep.advance(a)
+                    wakes[j] = rep.wake()
+            current[0] = ids
+            current[1] = limit
+            r = router(Request(i, a, p, O_l[i], tuple(ids)), views)
+            try:
+                r = operator.index(r)
+                if not 0 <= r < num_replicas:
+                    raise IndexError
+            except (TypeError, IndexError):
+                raise ValueError(
+                    f"routing returned {r!r} for request {i}; expected an int "
+                    f"in [0, {num_replicas})"
+                ) from None
+        rep = reps[r]
+        rep.advance(a)
+        rep.arrive(Seq(i, p, O_l[i], ids, bs), a)
+        w = wakes[r] = rep.wake()
+        if w < min_wake:
+            min_wake = w
+    for rep in reps:
+        rep.advance(math.inf)
     if bar is not None:
         bar.update(n - bar.n)
         bar.close()
