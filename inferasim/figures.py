@@ -78,7 +78,7 @@ SIZING_DEFAULTS: dict[str, Any] = {
     "routing": "kv_cost",
     "load": 1.0,
 }
-#: Routing policies of the TTFT study (``longest_match`` is :class:`LongestMatchRouter`).
+#: Routing policies of the TTFT study (``longest_match``: :class:`inferasim.sim.router.LongestMatchRouter`).
 ROUTING_POLICIES: tuple[str, ...] = (
     "random",
     "least_loaded",
@@ -405,7 +405,7 @@ class Study:
                 out[trace, policy] = simulate(
                     wl,
                     replicas=FLEET_REPLICAS,
-                    routing=LongestMatchRouter() if policy == "longest_match" else policy,
+                    routing=policy,
                     kv_blocks=NODE_CACHE_TOKENS // wl.block_size,
                 )
         return out
@@ -533,53 +533,6 @@ def local_vs_global(
 
 
 # --------------------------------------------------------------- simulator wrappers
-class LongestMatchRouter:
-    """Pure longest-prefix-match routing on the router's own record of placements.
-
-    The router remembers every block id it has sent to each replica (like
-    the approximate radix tree of a cache-aware router, without eviction)
-    and sends a request to the replica with the longest leading run of its
-    ids already sent there; ties (including no match anywhere) go to the
-    replica that has received the fewest requests, then the lowest index.
-    There is no load term. When every request starts with the same block,
-    as in the FAST'25 conversation trace, the first replica matches every
-    later request by at least one block and the others never do, so all
-    traffic lands on it.
-
-    Examples
-    --------
-    Requests 0 and 1 share nothing and spread; request 2 extends request 0's
-    first block and follows it; request 3 matches nothing and goes to the
-    replica with the fewest requests.
-
-    >>> from inferasim.sim.router import Request
-    >>> router = LongestMatchRouter()
-    >>> router.reset(3, seed=0)
-    >>> [router(Request(i, 0.0, 1024, 1, ids), ()) for i, ids in
-    ...  enumerate([(7, 1), (8, 2), (7, 3), (9,)])]
-    [0, 1, 0, 2]
-    """
-
-    def reset(self, num_replicas: int, seed: int | None) -> None:
-        """Forget every placement (called by the simulator before a run)."""
-        self._sent: list[set[int]] = [set() for _ in range(num_replicas)]
-        self._count = [0] * num_replicas
-
-    def __call__(self, request: Any, replicas: Sequence[Any]) -> int:
-        ids = request.hash_ids
-        best, best_key = 0, None
-        for r, sent in enumerate(self._sent):
-            run = 0
-            while run < len(ids) and ids[run] in sent:
-                run += 1
-            key = (-run, self._count[r])
-            if best_key is None or key < best_key:
-                best, best_key = r, key
-        self._sent[best].update(ids)
-        self._count[best] += 1
-        return best
-
-
 def simulate(wl: Workload, **config: Any) -> Any:
     """Run :class:`inferasim.Simulator` with ``config`` (seed 0) on ``wl``.
 

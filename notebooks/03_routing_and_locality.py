@@ -122,8 +122,9 @@ display(
 # * **cache-aware**: the replica whose cache holds the longest prefix of the
 #   request, ties to the least loaded (the simulator's `cache_aware`);
 # * **pure longest-match**: longest prefix on the router's own record of what
-#   it sent where, no load term at all (`figures.LongestMatchRouter`, a
-#   callable router, the naive form of a cache-aware router);
+#   it sent where, no load term at all (the simulator's `longest_match`,
+#   the naive form of a cache-aware router, as an approximate-tree router
+#   without a load term behaves);
 # * **cache + load cost**: Dynamo-style, minimising
 #   *overlap weight x new prefill blocks + active decode blocks*.
 

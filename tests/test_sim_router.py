@@ -176,3 +176,25 @@ def test_unknown_policy_and_router_instances():
     # a configured router instance works and is reset per run
     r = KvCostRouter(overlap_weight=2.0)
     assert run(wl, replicas=2, routing=r).requests["replica"].tolist() == [0]
+
+
+def test_longest_match_collapses_when_every_request_shares_its_first_block():
+    # 40 requests, 10 ms apart, each [0, fresh, fresh]: block 0 is shared by all.
+    # longest_match remembers it sent block 0 to replica 0 (request 0), so every
+    # later request matches 1 block there and 0 elsewhere: all land on replica 0.
+    # Each request decodes 50 tokens at >= 6 ms a step (~300 ms), so load piles
+    # up on replica 0; kv_cost adds active blocks to the cost and spreads them.
+    from inferasim import LinearCostModel, Simulator, Workload
+
+    n = 40
+    ids = [[0, 2 * i + 1, 2 * i + 2] for i in range(n)]
+    wl = Workload.from_requests([10.0 * i for i in range(n)], [96] * n, [50] * n, ids,
+                                block_size=32)
+    cost = LinearCostModel(overhead_ms=5.0, prefill_token_ms=0.1, decode_seq_ms=1.0)
+    collapsed = Simulator(4, routing="longest_match", kv_blocks=400, cost_model=cost,
+                          progress=False).run(wl)
+    assert set(collapsed.requests["replica"]) == {0}
+    assert collapsed.summary()["max_replica_share"] == 1.0
+    spread = Simulator(4, routing="kv_cost", kv_blocks=400, cost_model=cost,
+                       progress=False).run(wl)
+    assert spread.requests["replica"].nunique() > 1

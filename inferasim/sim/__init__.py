@@ -59,6 +59,7 @@ from inferasim.sim.router import (
     CacheAwareRouter,
     KvCostRouter,
     LeastLoadedRouter,
+    LongestMatchRouter,
     RandomRouter,
     ReplicaView,
     Request,
@@ -78,6 +79,7 @@ __all__ = [
     "RandomRouter",
     "LeastLoadedRouter",
     "CacheAwareRouter",
+    "LongestMatchRouter",
     "KvCostRouter",
 ]
 

@@ -15,11 +15,20 @@ Built-in policies (``Simulator(routing=name)``):
     Fewest outstanding tokens (prompt tokens still to compute plus output
     tokens still to generate, over queued and running requests).
 ``"cache_aware"``
-    Longest resident prefix match; ties go to the least loaded. Pure
-    longest-match routing collapses when every request shares a first block
-    (all FAST'25 conversation requests do): every replica that ever served a
-    request holds that block, the one with the longest match wins, and load
-    concentrates. Watch ``SimResult.replicas["requests"]``.
+    Longest prefix match against what each replica has actually computed
+    (exact state); ties go to the least loaded. On the FAST'25 conversation
+    trace as given it stays balanced: the first requests arrive together,
+    before any prefill ends, so every replica computes the shared first
+    block and ties fall to load. It collapses onto one replica as soon as a
+    single replica is first to hold the shared block (move the first
+    request 10 s earlier).
+``"longest_match"``
+    Pure longest-prefix routing on the router's own record of where it sent
+    each block (like an approximate radix-tree router), with no load term.
+    When every request shares its first block, as all FAST'25 conversation
+    requests do, the first replica matches every later request and the
+    others never do: all traffic lands on one replica. Collapse shows in
+    ``SimResult.replicas["requests"]`` and ``summary()["max_replica_share"]``.
 ``"kv_cost"``
     Dynamo's KV-router cost ``overlap_weight * new_prefill_blocks +
     active_blocks`` (lowest wins; ties to the least loaded). With
@@ -41,6 +50,7 @@ __all__ = [
     "RandomRouter",
     "LeastLoadedRouter",
     "CacheAwareRouter",
+    "LongestMatchRouter",
     "KvCostRouter",
     "ROUTING_POLICIES",
     "make_router",
@@ -542,12 +552,69 @@ class KvCostRouter:
         return best
 
 
+class LongestMatchRouter:
+    """Pure longest-prefix-match routing on the router's own record of placements.
+
+    The router remembers every block id it has sent to each replica (like
+    the approximate radix tree of a cache-aware router, without eviction)
+    and sends a request to the replica with the longest leading run of its
+    ids already sent there; ties (including no match anywhere) go to the
+    replica that has received the fewest requests, then the lowest index.
+    There is no load term. When every request starts with the same block,
+    as in the FAST'25 conversation trace, the first replica matches every
+    later request by at least one block and the others never do, so all
+    traffic lands on it.
+
+    Examples
+    --------
+    Requests 0 and 1 share nothing and spread; request 2 extends request 0's
+    first block and follows it; request 3 matches nothing and goes to the
+    replica with the fewest requests.
+
+    >>> router = LongestMatchRouter()
+    >>> router.reset(3, seed=0)
+    >>> [router(Request(i, 0.0, 1024, 1, ids), ()) for i, ids in
+    ...  enumerate([(7, 1), (8, 2), (7, 3), (9,)])]
+    [0, 1, 0, 2]
+    """
+
+    needs_state = False
+
+    def reset(self, num_replicas: int, seed: int | None) -> None:
+        """Forget every placement (called by the simulator before a run).
+
+        Examples
+        --------
+        >>> r = LongestMatchRouter()
+        >>> r.reset(2, seed=None)
+        >>> r(Request(0, 0.0, 512, 1, (5,)), ())
+        0
+        """
+        self._sent: list[set[int]] = [set() for _ in range(num_replicas)]
+        self._count = [0] * num_replicas
+
+    def __call__(self, request: Request, replicas: Sequence[ReplicaView]) -> int:
+        ids = request.hash_ids
+        best, best_key = 0, None
+        for r, sent in enumerate(self._sent):
+            run = 0
+            while run < len(ids) and ids[run] in sent:
+                run += 1
+            key = (-run, self._count[r])
+            if best_key is None or key < best_key:
+                best, best_key = r, key
+        self._sent[best].update(ids)
+        self._count[best] += 1
+        return best
+
+
 ROUTING_POLICIES: dict[str, Callable[..., Any]] = {
     "round_robin": RoundRobinRouter,
     "random": RandomRouter,
     "least_loaded": LeastLoadedRouter,
     "cache_aware": CacheAwareRouter,
     "kv_cost": KvCostRouter,
+    "longest_match": LongestMatchRouter,
 }
 
 
@@ -567,7 +634,7 @@ def make_router(
     >>> make_router("nearest")
     Traceback (most recent call last):
     ...
-    ValueError: routing must be one of ['round_robin', 'random', 'least_loaded', 'cache_aware', 'kv_cost'] or a callable, got 'nearest'
+    ValueError: routing must be one of ['round_robin', 'random', 'least_loaded', 'cache_aware', 'kv_cost', 'longest_match'] or a callable, got 'nearest'
     """
     if isinstance(routing, str):
         if routing not in ROUTING_POLICIES:
