@@ -185,6 +185,7 @@ def test_unreachable_trace_exits_2_and_says_where_to_put_it(capsys, monkeypatch,
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("INFERASIM_TRACE_DIR", raising=False)
     monkeypatch.setattr(traces, "cache_dir", lambda: tmp_path / "cache")
+    monkeypatch.setattr(traces, "checkout_dir", lambda: None)
     info = traces.TRACES["synthetic"]
     monkeypatch.setitem(traces.TRACES, "synthetic", traces.TraceInfo(
         info.name, info.filename, info.requests, info.sha256, "file:///nonexistent/x.jsonl"))
