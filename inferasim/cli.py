@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 from importlib import import_module
@@ -70,6 +71,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (WorkloadError, TraceNotFoundError, FileNotFoundError, ValueError) as exc:
         print(f"inferasim: error: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # output piped into `head` and the like: stop quietly
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
 
 
 if __name__ == "__main__":
