@@ -165,6 +165,9 @@ def simulate(
         starts.tolist(),
     )
     wakes = [math.inf] * num_replicas
+    # active blocks of each replica (running plus queued prompt blocks), what kv_cost
+    # reads: replica state only changes in advance/arrive, each followed by an update
+    active = [0] * num_replicas
     min_wake = math.inf
     for i in range(n):
         if bar is not None and not i & 1023 and i:
@@ -188,13 +191,15 @@ def simulate(
                         rep = reps[j]
                         rep.advance(a)
                         wakes[j] = rep.wake()
+                        active[j] = rep.n_private + rep.cache.pinned + rep.queued_blocks
                 min_wake = min(wakes)
-            r = fast_route(p, ids, limit, reps, a)
+            r = fast_route(p, ids, limit, reps, a, active)
         if r < 0:
             if needs_state:
                 for j, rep in enumerate(reps):
                     rep.advance(a)
                     wakes[j] = rep.wake()
+                    active[j] = rep.n_private + rep.cache.pinned + rep.queued_blocks
             current[0] = ids
             current[1] = limit
             r = router(Request(i, a, p, O_l[i], tuple(ids)), views)
@@ -211,6 +216,7 @@ def simulate(
         rep.advance(a)
         rep.arrive(Seq(i, p, O_l[i], ids, bs), a)
         w = wakes[r] = rep.wake()
+        active[r] = rep.n_private + rep.cache.pinned + rep.queued_blocks
         if w < min_wake:
             min_wake = w
     for rep in reps:

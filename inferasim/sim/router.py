@@ -362,9 +362,18 @@ class LeastLoadedRouter:
         return _least_loaded(replicas)
 
     def _fast(
-        self, input_len: int, ids: list[int], limit: int, reps: Sequence[Any], t: float
+        self,
+        input_len: int,
+        ids: list[int],
+        limit: int,
+        reps: Sequence[Any],
+        t: float,
+        active: list[int],
     ) -> int:
-        """Same answer as ``__call__``, reading the replicas directly (engine use)."""
+        """Same answer as ``__call__``, reading the replicas directly (engine use).
+
+        ``active[i]`` is replica ``i``'s active blocks (the engine keeps it up to date).
+        """
         best, best_load = 0, reps[0].outstanding_at(t)
         for i in range(1, len(reps)):
             load = reps[i].outstanding_at(t)
@@ -406,9 +415,18 @@ class CacheAwareRouter:
         return best
 
     def _fast(
-        self, input_len: int, ids: list[int], limit: int, reps: Sequence[Any], t: float
+        self,
+        input_len: int,
+        ids: list[int],
+        limit: int,
+        reps: Sequence[Any],
+        t: float,
+        active: list[int],
     ) -> int:
-        """Same answer as ``__call__``, reading the replicas directly (engine use)."""
+        """Same answer as ``__call__``, reading the replicas directly (engine use).
+
+        ``active[i]`` is replica ``i``'s active blocks (the engine keeps it up to date).
+        """
         best = -1
         best_m = 0
         best_load = None
@@ -502,34 +520,38 @@ class KvCostRouter:
         return best
 
     def _fast(
-        self, input_len: int, ids: list[int], limit: int, reps: Sequence[Any], t: float
+        self,
+        input_len: int,
+        ids: list[int],
+        limit: int,
+        reps: Sequence[Any],
+        t: float,
+        active: list[int],
     ) -> int:
-        """Same answer as ``__call__``, reading the replicas directly (engine use)."""
+        """Same answer as ``__call__``, reading the replicas directly (engine use).
+
+        ``active[i]`` is replica ``i``'s active blocks (the engine keeps it up to date).
+        """
         if self.temperature > 0:
             return -1  # the engine falls back to __call__
         w = self.overlap_weight
         blocks = -(-input_len // self.block_size)
         miss = w * blocks  # the same float as w * (blocks - 0) in __call__
-        costs = [miss + (rep.n_private + rep.cache.pinned + rep.queued_blocks) for rep in reps]
+        costs = [miss + a for a in active]
         low = min(costs)
         if limit > 0:
             head = ids[:limit]
             h0 = head[0]
             # w * (blocks - m) + active >= w * (blocks - limit) + active: a replica whose
             # bound exceeds the lowest cost so far can be neither the minimum nor a tie.
-            # A generous pre-filter on the miss costs, then the exact bound.
+            # Least active first: once one replica's bound exceeds it, all later ones'
+            # do (the lowest cost only falls).
             base = w * (blocks - limit)
-            thr = low + (miss - base) * (1.0 + 1e-9) + 1.0
-            cand = [i for i, c in enumerate(costs) if c <= thr]
-            if len(cand) > 1:  # least loaded first: the bound then prunes more
-                cand.sort(key=costs.__getitem__)
-            for i in cand:
-                rep = reps[i]
-                cache = rep.cache
-                a = rep.n_private + cache.pinned + rep.queued_blocks
+            for i in sorted(range(len(active)), key=active.__getitem__):
+                a = active[i]
                 if base + a > low:
-                    continue
-                ref = cache.ref
+                    break
+                ref = reps[i].cache.ref
                 if h0 not in ref:
                     continue
                 m = 0
@@ -541,14 +563,13 @@ class KvCostRouter:
                 if c < low:
                     low = c
         best = costs.index(low)
-        best_load = None
-        for i in range(best + 1, len(costs)):
-            if costs[i] == low:
-                if best_load is None:
-                    best_load = reps[best].outstanding_at(t)
-                load = reps[i].outstanding_at(t)
-                if load < best_load:
-                    best, best_load = i, load
+        if costs.count(low) > 1:  # ties: fewest outstanding tokens, then lowest index
+            best_load = reps[best].outstanding_at(t)
+            for i in range(best + 1, len(costs)):
+                if costs[i] == low:
+                    load = reps[i].outstanding_at(t)
+                    if load < best_load:
+                        best, best_load = i, load
         return best
 
 
