@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import gc
-import os
 import statistics
 import time
 import tracemalloc
@@ -15,13 +14,15 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def trace_path(filename: str) -> Path:
-    """A FAST'25 trace from $INFERASIM_TRACE_DIR, ./traces or ../shared/traces."""
-    dirs = [Path(os.environ["INFERASIM_TRACE_DIR"])] if os.environ.get("INFERASIM_TRACE_DIR") else []
-    dirs += [REPO / "traces", REPO.parent / "shared" / "traces"]
-    for d in dirs:
-        if (d / filename).is_file():
-            return d / filename
-    raise SystemExit(f"{filename} not found in {[str(d) for d in dirs]}")
+    """A FAST'25 trace by file name, found as :func:`inferasim.traces.find_trace` finds it."""
+    from inferasim.errors import TraceNotFoundError
+    from inferasim.traces import TRACES, find_trace
+
+    name = next(n for n, info in TRACES.items() if info.filename == filename)
+    try:
+        return find_trace(name, download=False)
+    except TraceNotFoundError as exc:
+        raise SystemExit(str(exc)) from None
 
 
 def median_time(fn: Callable[[], Any], repeats: int = 5) -> tuple[float, Any]:

@@ -15,7 +15,6 @@ The traces are read from ``--trace-dir``, ``$INFERASIM_TRACE_DIR`` or
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import sys
 import time
@@ -23,6 +22,8 @@ import tracemalloc
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from _common import trace_path
 
 from inferasim import Workload
 from inferasim.reuse import (
@@ -41,10 +42,11 @@ CAPACITY = 10_000  # blocks, for the direct replays
 
 
 def trace_dir(arg: str | None) -> Path:
-    for d in (arg, os.environ.get("INFERASIM_TRACE_DIR"), REPO.parent / "shared" / "traces"):
-        if d and (Path(d) / "conversation_trace.jsonl").is_file():
-            return Path(d)
-    sys.exit("conversation_trace.jsonl not found: pass --trace-dir or set INFERASIM_TRACE_DIR")
+    if arg:
+        if not (Path(arg) / "conversation_trace.jsonl").is_file():
+            sys.exit(f"conversation_trace.jsonl not found in --trace-dir {arg}")
+        return Path(arg)
+    return trace_path("conversation_trace.jsonl").parent
 
 
 def measure(fn: Callable[[], Any], repeats: int) -> tuple[float, float]:

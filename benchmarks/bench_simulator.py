@@ -36,18 +36,15 @@ import subprocess
 import sys
 import time
 import tracemalloc
-from pathlib import Path
 
-TRACE = Path(
-    os.environ.get("INFERASIM_TRACE_DIR", Path(__file__).resolve().parents[2] / "shared" / "traces")
-)
+from _common import trace_path
 
 
 def _workload(case: str):
     import inferasim as ism
 
     if case == "conversation":
-        return ism.Workload.from_mooncake(TRACE / "conversation_trace.jsonl"), 8
+        return ism.Workload.from_mooncake(trace_path("conversation_trace.jsonl")), 8
     n = int(case.split("-")[1])
     wl = ism.Workload.from_synthetic(
         n,
