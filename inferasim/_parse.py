@@ -24,6 +24,7 @@ __all__ = [
     "length_column",
     "sort_by_arrival",
     "warn_inconsistent",
+    "fits_int64",
 ]
 
 
@@ -233,3 +234,14 @@ def warn_inconsistent(count: int, source: str, block_size: int) -> None:
             UserWarning,
             stacklevel=4,
         )
+
+
+def fits_int64(values: list[int]) -> bool:
+    """Whether every Python int fits a signed 64-bit integer.
+
+    Examples
+    --------
+    >>> fits_int64([0, -(2**63), 2**63 - 1]), fits_int64([2**63])
+    (True, False)
+    """
+    return all(-(2**63) <= v < 2**63 for v in values)

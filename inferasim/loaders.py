@@ -14,6 +14,7 @@ import orjson
 
 from inferasim._parse import parse_json_records, read_bytes
 from inferasim.errors import WorkloadError
+from inferasim.tabular import ALIASES
 from inferasim.workload import Workload
 
 __all__ = ["DEFAULT_SYNTHETIC", "load_workload", "add_workload_arguments", "workload_from_args"]
@@ -53,7 +54,7 @@ def _looks_like_mooncake(path: Path) -> bool:
             return True
     if not isinstance(first, dict):
         return True
-    return bool({str(k).lower() for k in first} & {"hash_ids", "block_hashes", "blocks"})
+    return bool({str(k).lower() for k in first} & set(ALIASES["hash_ids"]))
 
 
 def load_workload(source: str | Path | None = None, **synthetic: Any) -> Workload:

@@ -20,6 +20,7 @@ import orjson
 import pandas as pd
 
 from inferasim._parse import (
+    fits_int64,
     length_column,
     number_column,
     parse_json_records,
@@ -97,7 +98,7 @@ def _hash_id_arrays(
         ids = np.array(flat, dtype=np.int64)
     except OverflowError:
         for i, h in enumerate(hids):
-            if any(not -(2**63) <= v < 2**63 for v in h):
+            if not fits_int64(h):
                 raise WorkloadError(
                     "hash id outside the 64-bit integer range",
                     source=source, line=int(lines[i]), field="hash_ids", unit=unit,

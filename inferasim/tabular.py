@@ -27,6 +27,7 @@ import numpy as np
 import pandas as pd
 
 from inferasim._parse import (
+    fits_int64,
     length_column,
     number_column,
     parse_json_records,
@@ -88,7 +89,7 @@ def _parse_id_list(text: Any, line: int, source: str, field: str) -> list[int]:
         raise WorkloadError(f"must be a list of integers, got {text!r}", source=source, line=line, field=field)
     if any(type(v) is not int for v in values):
         raise WorkloadError(f"must be a list of integers, got {values!r:.60}", source=source, line=line, field=field)
-    if any(not -(2**63) <= v < 2**63 for v in values):
+    if not fits_int64(values):
         raise WorkloadError("hash id outside the 64-bit integer range", source=source, line=line, field=field)
     return values
 
