@@ -480,7 +480,7 @@ class Workload:
         stats: dict[str, Any] = {
             "requests": n,
             "duration_ms": duration,
-            "offered_rate_rps": (n / (duration / 1000.0)) if duration > 0 else float("nan"),
+            "offered_rate_rps": (n * 1000.0 / duration) if duration > 0 else float("nan"),
         }
         for name, values in (("input", self.input_len), ("output", self.output_len)):
             if n:
