@@ -14,9 +14,9 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def trace_path(filename: str) -> Path:
-    """A FAST'25 trace by file name, found as :func:`inferasim.traces.find_trace` finds it."""
+    """A FAST'25 trace by file name, found as :func:`inferasim.workload.traces.find_trace` finds it."""
     from inferasim.errors import TraceNotFoundError
-    from inferasim.traces import TRACES, find_trace
+    from inferasim.workload.traces import TRACES, find_trace
 
     name = next(n for n, info in TRACES.items() if info.filename == filename)
     try:

@@ -47,12 +47,20 @@ __all__ = [
 ]
 
 
-_SUBMODULES = ("reuse", "plots", "sim", "traces", "widgets", "figures", "style")
+_SUBMODULES = {
+    "reuse": "inferasim.reuse",
+    "plots": "inferasim.plots",
+    "sim": "inferasim.sim",
+    "traces": "inferasim.workload.traces",
+    "widgets": "inferasim.widgets",
+    "figures": "inferasim.figures",
+    "style": "inferasim.style",
+}
 
 
 def __getattr__(name: str) -> Any:
     if name in _LAZY:
         return getattr(import_module(_LAZY[name]), name)
     if name in _SUBMODULES:
-        return import_module(f"inferasim.{name}")
+        return import_module(_SUBMODULES[name])
     raise AttributeError(f"module 'inferasim' has no attribute {name!r}")

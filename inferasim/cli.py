@@ -10,7 +10,7 @@ from importlib import import_module
 
 from inferasim._format import format_summary
 from inferasim.errors import TraceNotFoundError, WorkloadError
-from inferasim.loaders import add_workload_arguments, workload_from_args
+from inferasim.workload.loaders import add_workload_arguments, workload_from_args
 
 __all__ = ["main"]
 

@@ -179,7 +179,7 @@ def capacity_grid(
 
 
 def _trace_path(name: str, traces_dir: str | os.PathLike[str] | None) -> Path | None:
-    from inferasim.traces import TRACES, find_trace
+    from inferasim.workload.traces import TRACES, find_trace
 
     if traces_dir is not None:
         path = Path(traces_dir) / TRACES[name].filename
@@ -207,7 +207,7 @@ def load_traces(
     ----------
     traces_dir : path, optional
         Folder holding ``<name>_trace.jsonl``; by default
-        :func:`inferasim.traces.find_trace` searches ``$INFERASIM_TRACE_DIR``,
+        :func:`inferasim.workload.traces.find_trace` searches ``$INFERASIM_TRACE_DIR``,
         ``./traces``, ``../shared/traces`` and the user cache.
     names : iterable of str
         Traces to load. ``conversation`` and ``synthetic`` must exist;
@@ -1471,7 +1471,7 @@ def make_figures(
     ----------
     out_dir : path, default "figures"
     traces_dir : path, optional
-        Folder with the traces (default: :func:`inferasim.traces.find_trace`).
+        Folder with the traces (default: :func:`inferasim.workload.traces.find_trace`).
     names : iterable of str, optional
         Subset of :data:`FIGURES` by name.
     formats : sequence of str, default ("pdf", "png")

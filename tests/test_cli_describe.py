@@ -11,7 +11,7 @@ import pytest
 
 from inferasim import Workload, traces
 from inferasim.cli import main
-from inferasim.loaders import DEFAULT_SYNTHETIC
+from inferasim.workload.loaders import DEFAULT_SYNTHETIC
 
 MOONCAKE = (
     json.dumps({"timestamp": 0, "input_length": 1024, "output_length": 10, "hash_ids": [1, 2]}) + "\n"

@@ -50,7 +50,7 @@ PUBLIC = dict(_public_objects())
 
 
 def test_the_walk_finds_the_api():
-    assert "inferasim.workload.Workload.from_synthetic" in PUBLIC
+    assert "inferasim.workload.core.Workload.from_synthetic" in PUBLIC
     assert len(PUBLIC) > 40
 
 

@@ -12,10 +12,10 @@ import argparse
 from pathlib import Path
 
 from inferasim._format import format_summary
-from inferasim.loaders import add_workload_arguments, workload_from_args
 from inferasim.sim.cache import EVICTION_POLICIES
 from inferasim.sim.router import ROUTING_POLICIES
 from inferasim.sim.simulator import Simulator
+from inferasim.workload.loaders import add_workload_arguments, workload_from_args
 
 __all__ = ["add_arguments", "run"]
 

@@ -19,7 +19,8 @@ import numpy as np
 import orjson
 import pandas as pd
 
-from inferasim._parse import (
+from inferasim.errors import WorkloadError
+from inferasim.workload._parse import (
     fits_int64,
     length_column,
     number_column,
@@ -28,8 +29,7 @@ from inferasim._parse import (
     sort_by_arrival,
     warn_inconsistent,
 )
-from inferasim.errors import WorkloadError
-from inferasim.workload import Workload
+from inferasim.workload.core import Workload
 
 __all__ = ["read_mooncake", "write_mooncake"]
 
@@ -118,7 +118,7 @@ def read_mooncake(
         A JSON-lines or JSON-array file (optionally gzip-compressed), an
         open file or buffer, or the name of a FAST'25 trace
         (``"conversation"``, ``"synthetic"``, ``"toolagent"``), found or
-        fetched by :func:`inferasim.traces.find_trace`.
+        fetched by :func:`inferasim.workload.traces.find_trace`.
     block_size : int, default 512
         Tokens per hash id (512 in the FAST'25 traces).
 
@@ -159,7 +159,7 @@ def read_mooncake(
     array([0, 1, 0, 2])
     """
     if isinstance(path_or_name, str) and not Path(path_or_name).exists():
-        from inferasim.traces import TRACES, find_trace
+        from inferasim.workload.traces import TRACES, find_trace
 
         if path_or_name in TRACES:
             path_or_name = find_trace(path_or_name)

@@ -154,7 +154,7 @@ class Workload:
         >>> wl.frame["input_len"].tolist(), wl.block_ids(0).tolist()
         ([20, 10], [2])
         """
-        from inferasim._parse import length_column, number_column
+        from inferasim.workload._parse import length_column, number_column
 
         where = source or "from_requests"
         n = len(arrival_ms)
@@ -206,7 +206,7 @@ class Workload:
 
     @classmethod
     def from_synthetic(cls, num_requests: int, rate: float, **kwargs: Any) -> Workload:
-        """Generate a seeded synthetic workload; see :func:`inferasim.synthetic.generate`.
+        """Generate a seeded synthetic workload; see :func:`inferasim.workload.synthetic.generate`.
 
         Examples
         --------
@@ -215,13 +215,13 @@ class Workload:
         >>> len(wl), wl.block_size
         (100, 512)
         """
-        from inferasim.synthetic import generate
+        from inferasim.workload.synthetic import generate
 
         return generate(num_requests, rate, **kwargs)
 
     @classmethod
     def from_csv(cls, path_or_buffer: str | PathLike[str] | IO[Any], **kwargs: Any) -> Workload:
-        """Read a CSV or JSON length-and-arrival file; see :func:`inferasim.tabular.read_table`.
+        """Read a CSV or JSON length-and-arrival file; see :func:`inferasim.workload.tabular.read_table`.
 
         Examples
         --------
@@ -230,13 +230,13 @@ class Workload:
         >>> wl.frame[["arrival_ms", "input_len", "output_len"]].values.tolist()
         [[0.0, 100.0, 10.0], [5.0, 200.0, 20.0]]
         """
-        from inferasim.tabular import read_table
+        from inferasim.workload.tabular import read_table
 
         return read_table(path_or_buffer, **kwargs)
 
     @classmethod
     def from_mooncake(cls, path_or_name: str | PathLike[str] | IO[Any], **kwargs: Any) -> Workload:
-        """Read a Mooncake trace (file or FAST'25 name); see :func:`inferasim.mooncake.read_mooncake`.
+        """Read a Mooncake trace (file or FAST'25 name); see :func:`inferasim.workload.mooncake.read_mooncake`.
 
         Examples
         --------
@@ -245,7 +245,7 @@ class Workload:
         >>> Workload.from_mooncake(io.StringIO(text)).block_ids(0)
         array([0, 1])
         """
-        from inferasim.mooncake import read_mooncake
+        from inferasim.workload.mooncake import read_mooncake
 
         return read_mooncake(path_or_name, **kwargs)
 
@@ -719,7 +719,7 @@ class Workload:
 
     # ---------------------------------------------------------------- export
     def to_mooncake(self, path: str | PathLike[str] | IO[Any]) -> None:
-        """Write the workload as a Mooncake JSON-lines trace; see :func:`inferasim.mooncake.write_mooncake`.
+        """Write the workload as a Mooncake JSON-lines trace; see :func:`inferasim.workload.mooncake.write_mooncake`.
 
         Examples
         --------
@@ -729,7 +729,7 @@ class Workload:
         >>> buf.getvalue()
         '{"timestamp":0,"input_length":600,"output_length":3,"hash_ids":[0,1]}\\n'
         """
-        from inferasim.mooncake import write_mooncake
+        from inferasim.workload.mooncake import write_mooncake
 
         write_mooncake(self, path)
 
@@ -748,7 +748,7 @@ class Workload:
         >>> Workload.from_csv(buf) == wl
         True
         """
-        from inferasim.tabular import write_table
+        from inferasim.workload.tabular import write_table
 
         write_table(self, path)
 

@@ -12,10 +12,10 @@ from typing import Any
 
 import orjson
 
-from inferasim._parse import parse_json_records, read_bytes
 from inferasim.errors import WorkloadError
-from inferasim.tabular import ALIASES
-from inferasim.workload import Workload
+from inferasim.workload._parse import parse_json_records, read_bytes
+from inferasim.workload.core import Workload
+from inferasim.workload.tabular import ALIASES
 
 __all__ = ["DEFAULT_SYNTHETIC", "load_workload", "add_workload_arguments", "workload_from_args"]
 
@@ -64,7 +64,7 @@ def load_workload(source: str | Path | None = None, **synthetic: Any) -> Workloa
     ----------
     source : str or path, optional
         ``"conversation"``, ``"synthetic"`` or ``"toolagent"`` (FAST'25
-        traces, see :mod:`inferasim.traces`); a ``.csv`` file
+        traces, see :mod:`inferasim.workload.traces`); a ``.csv`` file
         (:meth:`Workload.from_csv`); a JSON/JSON-lines file, read as a
         Mooncake trace when its records carry hash ids and as a length file
         otherwise. ``None`` gives the synthetic workload
@@ -85,7 +85,7 @@ def load_workload(source: str | Path | None = None, **synthetic: Any) -> Workloa
         return Workload.from_synthetic(**{**DEFAULT_SYNTHETIC, **synthetic})
     if synthetic:
         raise ValueError("synthetic options apply only when no source is given")
-    from inferasim.traces import TRACES
+    from inferasim.workload.traces import TRACES
 
     path = Path(source)
     if not path.exists() and str(source) in TRACES:

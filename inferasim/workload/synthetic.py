@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 from inferasim import _ragged
-from inferasim.workload import Workload
+from inferasim.workload.core import Workload
 
 __all__ = ["generate", "ARRIVALS"]
 

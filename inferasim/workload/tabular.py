@@ -26,7 +26,8 @@ from typing import IO, Any
 import numpy as np
 import pandas as pd
 
-from inferasim._parse import (
+from inferasim.errors import WorkloadError
+from inferasim.workload._parse import (
     fits_int64,
     length_column,
     number_column,
@@ -35,8 +36,7 @@ from inferasim._parse import (
     sort_by_arrival,
     warn_inconsistent,
 )
-from inferasim.errors import WorkloadError
-from inferasim.workload import Workload
+from inferasim.workload.core import Workload
 
 __all__ = ["read_table", "write_table", "ALIASES"]
 
@@ -278,7 +278,7 @@ def write_table(workload: Workload, path: str | PathLike[str] | IO[Any]) -> None
     Columns: every column of ``workload.frame`` but the provenance ``line``,
     then ``hash_ids`` as space-separated integers when the workload has ids.
     Arrival times are written with full float precision; as with
-    :func:`~inferasim.mooncake.write_mooncake` the round trip is exact when
+    :func:`~inferasim.workload.mooncake.write_mooncake` the round trip is exact when
     the first request arrives at 0 ms (readers rebase arrivals).
 
     Examples
