@@ -100,7 +100,7 @@ def hit_rate_curve(
         Cache sizes in ``unit``. Default: a dense log-spaced grid from 1
         block up to the working set (the number of distinct blocks), about
         200 points for LRU and 16 for the replayed policies.
-    policy : {"lru", "fifo", "lfu", "opt"}, default "lru"
+    policy : {"lru", "fifo", "lfu", "opt", "length_aware"}, default "lru"
         Eviction policy.
     unit : {"blocks", "tokens"}, default "blocks"
         Unit of ``capacities``; token capacities round down to whole blocks.

@@ -129,7 +129,7 @@ def partitioned_hit_rate(
         Number of independent caches (``>= 1``).
     assign : {"random", "hash_first_block", "round_robin"} or callable, default "random"
         Request-to-cache assignment, see :func:`assign_parts`.
-    policy : {"lru", "fifo", "lfu", "opt"}, default "lru"
+    policy : {"lru", "fifo", "lfu", "opt", "length_aware"}, default "lru"
         Eviction policy of every cache.
     unit : {"blocks", "tokens"}, default "blocks"
         Unit of ``total_capacity`` (tokens round down to whole blocks).
