@@ -171,10 +171,19 @@ def _lfu(look: list[list[int]], touch: list[list[int]], capacity: int) -> list[i
 
 
 def _length_aware(
-    look: list[list[int]], touch: list[list[int]], where: list[list[int]], capacity: int
+    look: list[list[int]],
+    touch: list[list[int]],
+    where: list[list[int]],
+    capacity: int,
+    sizes: tuple[int, int, int],
 ) -> list[int]:
-    state: dict[int, tuple[int, int, int]] = {}  # id -> (uses, -position, last touch)
-    heap: list[tuple[int, int, int, int]] = []  # (uses, -position, last touch, id), lazy
+    # One int per heap entry, ((uses * P + (P - 1 - position)) * T + clock) * U + id,
+    # so the heap pops (fewest uses, deepest, least recent) first and the id and
+    # the use count decode from the entry. Stale entries (a later touch) are skipped.
+    u, t, p = sizes  # distinct ids, touches + 1, positions
+    per_use = p * t * u
+    state: dict[int, int] = {}  # id -> its live entry
+    heap: list[int] = []
     push, pop = heapq.heappush, heapq.heappop
     clock = 0
     hits = []
@@ -183,15 +192,20 @@ def _length_aware(
         for x, pos in zip(order, positions, strict=True):
             clock += 1
             old = state.get(x)
-            if old is None and len(state) >= capacity:
-                while True:  # skip entries made stale by a later touch
-                    uses, neg, when, victim = pop(heap)
-                    if state.get(victim) == (uses, neg, when):
-                        del state[victim]
-                        break
-            key = (1 if old is None else old[0] + 1, -pos, clock)
-            state[x] = key
-            push(heap, (*key, x))
+            if old is None:
+                uses = 1
+                if len(state) >= capacity:
+                    while True:
+                        entry = pop(heap)
+                        victim = entry % u
+                        if state.get(victim) == entry:
+                            del state[victim]
+                            break
+            else:
+                uses = old // per_use + 1
+            entry = ((uses * p + (p - 1 - pos)) * t + clock) * u + x
+            state[x] = entry
+            push(heap, entry)
     return hits
 
 
@@ -258,9 +272,10 @@ def replay_hits(
     seq_offsets = seq.offsets.tolist()
     order = _split(seq.compact.tolist(), seq_offsets)
     if policy == "length_aware":
-        start = refs.offsets[refs.rows[seq.flat_pos]]
-        where = _split((seq.flat_pos - start).tolist(), seq_offsets)
-        hits = _length_aware(look, order, where, capacity)
+        position = seq.flat_pos - refs.offsets[refs.rows[seq.flat_pos]]
+        where = _split(position.tolist(), seq_offsets)
+        sizes = (refs.n_unique, int(seq.compact.size) + 1, int(position.max()) + 1)
+        hits = _length_aware(look, order, where, capacity, sizes)
     elif policy == "opt":
         never = int(refs.ids.size)
         keys = _split(_next_use(refs, seq.compact, seq.flat_pos).tolist(), seq_offsets)
