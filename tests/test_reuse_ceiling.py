@@ -49,10 +49,13 @@ def plain_ceiling(ids: list[list[int]], toks: list[list[int]], full: bool, bs: i
 
 
 def plain_partial(ids: list[list[int]], toks: list[list[int]], mode: str) -> list[int]:
-    """Credit of every request, from a dict prefix-tuple -> most recent next
-    block (its tokens) among earlier requests; full blocks only not used."""
+    """Credit of every request: prefixes are numbered by a dict
+    (prefix number, id) -> prefix number; a second dict keeps, per prefix,
+    the tokens of the block that most recently followed it in an earlier
+    request."""
     seen: set[int] = set()
-    after: dict[tuple[int, ...], int] = {}  # prefix -> tokens of the latest next block
+    node: dict[tuple[int, int], int] = {}
+    after: dict[int, int] = {}  # prefix number -> tokens of the latest next block
     out = []
     for request, tokens in zip(ids, toks, strict=True):
         h = 0
@@ -60,16 +63,17 @@ def plain_partial(ids: list[list[int]], toks: list[list[int]], mode: str) -> lis
             if x not in seen:
                 break
             h += 1
+        prefixes = [0]  # prefix number of request[:j]; 0 = the empty prefix
+        for x in request:
+            prefixes.append(node.setdefault((prefixes[-1], x), len(node) + 1))
         credit = 0
-        if h < len(request):
-            prefix = tuple(request[:h])
-            if prefix in after:
-                upper = min(tokens[h], after[prefix])
-                credit = upper if mode == "upper" else upper // 2
+        if h < len(request) and prefixes[h] in after:
+            upper = min(tokens[h], after[prefixes[h]])
+            credit = upper if mode == "upper" else upper // 2
         out.append(credit)
         seen.update(request)
         for j in range(len(request)):
-            after[tuple(request[:j])] = tokens[j]
+            after[prefixes[j]] = tokens[j]
     return out
 
 
@@ -196,3 +200,9 @@ def test_token_level_ceilings_on_traces(
     assert upper - none < 0.10  # at most one block per request, prompts average ~15 blocks
     curve = hit_rate_curve(wl, [10**7], partial_block="half")
     assert curve["token_hit_ratio"].iloc[0] == pytest.approx(half, abs=1e-12)
+    # the plain references on the whole trace
+    ids, toks = rows_of(wl), tokens_of(wl)
+    ref = plain_ceiling(ids, toks, False, wl.block_size)
+    c = infinite_hit_ratio(wl, partial_block="upper")
+    assert c.per_request["hit_blocks"].tolist() == [h for h, _, _ in ref]
+    assert c.per_request["partial_tokens"].tolist() == plain_partial(ids, toks, "upper")
