@@ -83,9 +83,9 @@ def naive_cache(ids: list[list[int]], capacity: int, policy: str) -> list[int]:
 
 
 def naive_pool(
-    ids: list[list[int]], where: list[int], caps: list[int], pool: int
+    ids: list[list[int]], where: list[int], caps: list[int], pool: int, exclusive: bool = True
 ) -> list[tuple[int, int]]:
-    """Local LRU lists (most recent last) over one exclusive LRU pool list.
+    """Local LRU lists (most recent last) over one LRU pool list.
 
     Returns (local hits, pool hits) per request, as documented in
     partitioned_hit_rate.
@@ -111,6 +111,8 @@ def naive_pool(
                 continue
             if x in shared:
                 shared.remove(x)
+                if not exclusive:
+                    shared.append(x)  # the pool keeps its copy, now most recent
             mine.append(x)
             if len(mine) > caps[k]:
                 victim = mine.pop(0)
@@ -223,14 +225,16 @@ def test_pool_by_hand() -> None:
 
 
 @SETTINGS
-@given(assigned(), st.integers(0, 8), st.integers(1, 6))
+@given(assigned(), st.integers(0, 8), st.integers(1, 6), st.booleans())
 def test_pool_equals_plain_replay(
-    case: tuple[Workload, int, list[int]], total: int, pool: int
+    case: tuple[Workload, int, list[int]], total: int, pool: int, exclusive: bool
 ) -> None:
     wl, parts, where = case
-    df = partitioned_hit_rate(wl, total, parts, assign=lambda w: np.array(where), pool=pool)
+    df = partitioned_hit_rate(
+        wl, total, parts, assign=lambda w: np.array(where), pool=pool, pool_exclusive=exclusive
+    )
     caps = split_caps(total, parts)
-    ref = naive_pool(rows_of(wl), where, caps, pool)
+    ref = naive_pool(rows_of(wl), where, caps, pool, exclusive)
     toks = tokens_of(wl)
     hit_blocks = sum(a + b for a, b in ref)
     pool_blocks = sum(b for _, b in ref)
@@ -260,6 +264,30 @@ def test_one_cache_and_a_pool_is_a_two_tier_hierarchy(
     assert df.loc["partitioned", "hit_blocks"] == tiers["hit_blocks"].sum()
     assert df.loc["partitioned", "pool_hit_blocks"] == tiers["tier1_hit_blocks"].sum()
     assert df.loc["partitioned", "pool_hit_tokens"] == tiers["tier1_hit_tokens"].sum()
+
+
+# Copy semantics, same case: R2's touch of 2 refreshes 2 in the pool and
+# takes it into local0 (1, 2) -> 1 demoted: pool (2, 1). Touch 1: the pool
+# keeps 1 (refreshed: pool (2, 1)), local0 (2, 1) -> 2 demoted, already in the
+# pool: refreshed -> pool (1, 2). R3 finds 2 in the pool: same hits as the
+# exclusive pool here. With a pool of 1 block: after R2 the pool went
+# (2) -> (1) (inserting 1 drops 2) -> 1 refreshed -> 2 demoted, inserted,
+# drops 1 -> (2): R3 still hits.
+def test_pool_copy_by_hand() -> None:
+    wl = Workload.from_requests([0, 1, 2, 3], [2, 1, 2, 1], [1] * 4, POOL_CASE, block_size=1)
+    for pool in (1, 2):
+        df = partitioned_hit_rate(wl, 2, 2, assign="round_robin", pool=pool, pool_exclusive=False)
+        assert df.loc["partitioned", ["hit_blocks", "pool_hit_blocks"]].tolist() == [3, 2]
+    # R0 [1], R1 [2], R2 [1], R3 [1] on caches 0, 0, 1, 0 of 1 block, pool 1:
+    # R1 demotes 1 to the pool. R2 (cache 1) finds 1 in the pool. Exclusive:
+    # 1 leaves the pool, R3 (cache 0: holds 2) misses. Copy: the pool keeps 1
+    # and R3 finds it there.
+    wl2 = Workload.from_requests([0, 1, 2, 3], [1] * 4, [1] * 4, [[1], [2], [1], [1]], block_size=1)
+    where = np.array([0, 0, 1, 0])
+    ex = partitioned_hit_rate(wl2, 2, 2, assign=lambda w: where, pool=1)
+    cp = partitioned_hit_rate(wl2, 2, 2, assign=lambda w: where, pool=1, pool_exclusive=False)
+    assert ex.loc["partitioned", "pool_hit_blocks"] == 1
+    assert cp.loc["partitioned", "pool_hit_blocks"] == 2
 
 
 def test_pool_needs_lru() -> None:

@@ -1,8 +1,9 @@
 """Local versus global caching: one capacity split across independent caches or pooled.
 
 With ``pool=P`` the local caches are backed by one shared pool of ``P``
-blocks, exclusive of them (the Mooncake Store / LMCache shape): see
-:func:`partitioned_hit_rate` for the exact replay.
+blocks that takes their evicted blocks, either exclusive of them or keeping
+a copy of what it serves (``pool_exclusive=False``, the Mooncake Store /
+LMCache shape): see :func:`partitioned_hit_rate` for the exact replay.
 """
 
 from __future__ import annotations
@@ -105,13 +106,19 @@ def _hits(refs: BlockRefs, capacity: int, policy: str, touch: str) -> np.ndarray
 
 
 def _pool_replay(
-    refs: BlockRefs, where: np.ndarray, caps: list[int], pool: int, touch: str
+    refs: BlockRefs,
+    where: np.ndarray,
+    caps: list[int],
+    pool: int,
+    touch: str,
+    exclusive: bool = True,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Which references hit locally and which in the pool (masks over ``refs.ids``).
 
     Local LRU caches of ``caps`` blocks, request ``r`` on cache
-    ``where[r]``, over one exclusive LRU pool of ``pool`` blocks (the rule
-    is in :func:`partitioned_hit_rate`).
+    ``where[r]``, over one LRU pool of ``pool`` blocks, exclusive or
+    keeping a copy of what it serves (the rules are in
+    :func:`partitioned_hit_rate`).
     """
     seq = touch_sequence(refs, touch)
     look = refs.compact.tolist()
@@ -137,7 +144,11 @@ def _pool_replay(
             if x in local:
                 local.move_to_end(x)
                 continue
-            shared.pop(x, None)  # promotion: the pool keeps no copy
+            if x in shared:
+                if exclusive:
+                    del shared[x]  # promotion: the pool keeps no copy
+                else:
+                    shared.move_to_end(x)  # the pool keeps its copy, refreshed
             local[x] = None
             if len(local) > cap:
                 victim, _ = local.popitem(last=False)  # demotion to the pool
@@ -162,6 +173,7 @@ def partitioned_hit_rate(
     full_blocks_only: bool = False,
     seed: int = 0,
     pool: int = 0,
+    pool_exclusive: bool = True,
 ) -> pd.DataFrame:
     """The same total capacity as ``parts`` independent caches versus one pooled cache.
 
@@ -189,6 +201,11 @@ def partitioned_hit_rate(
     :func:`inferasim.reuse.tiered_hit_rate` with tiers
     ``[total_capacity, pool]``.
 
+    With ``pool_exclusive=False`` the pool keeps (and refreshes) its copy of
+    a block it serves, as a shared store does (Mooncake Store, LMCache): a
+    block promoted into one local cache stays visible to every other one.
+    Everything else is unchanged.
+
     Parameters
     ----------
     workload : Workload
@@ -212,6 +229,9 @@ def partitioned_hit_rate(
     pool : int, default 0
         Capacity of the shared pool behind the local caches, in ``unit``
         (``policy="lru"`` only).
+    pool_exclusive : bool, default True
+        A block moves out of the pool when a local cache takes it (``True``)
+        or the pool keeps its copy (``False``).
 
     Returns
     -------
@@ -280,7 +300,7 @@ def partitioned_hit_rate(
     pool_tokens = np.zeros(refs.n_requests, dtype=np.int64)
     members = [np.flatnonzero(where == k) for k in range(parts)]
     if pool_blocks:
-        local_ref, pool_ref = _pool_replay(refs, where, caps, pool_blocks, touch)
+        local_ref, pool_ref = _pool_replay(refs, where, caps, pool_blocks, touch, pool_exclusive)
         part_hits = np.bincount(refs.rows[local_ref | pool_ref], minlength=refs.n_requests)
         pool_hits = np.bincount(refs.rows[pool_ref], minlength=refs.n_requests)
         pool_tokens = np.bincount(
@@ -334,5 +354,6 @@ def partitioned_hit_rate(
         policy=policy,
         assign=assign if isinstance(assign, str) else "callable",
         pool_blocks=pool_blocks,
+        pool_exclusive=pool_exclusive,
     )
     return frame
