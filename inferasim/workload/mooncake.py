@@ -108,7 +108,7 @@ def _hash_id_arrays(
 
 
 def read_mooncake(
-    path_or_name: str | PathLike[str] | IO[Any], *, block_size: int = 512
+    path_or_name: str | PathLike[str] | IO[Any], *, block_size: int = 512, verify: bool = True
 ) -> Workload:
     """Read a Mooncake trace into a :class:`~inferasim.Workload`.
 
@@ -117,10 +117,13 @@ def read_mooncake(
     path_or_name : str, path or file-like
         A JSON-lines or JSON-array file (optionally gzip-compressed), an
         open file or buffer, or the name of a FAST'25 trace
-        (``"conversation"``, ``"synthetic"``, ``"toolagent"``), found or
+        (``"conversation"``, ``"synthetic"``, ``"toolagent"``, ``"arxiv"``), found or
         fetched by :func:`inferasim.workload.traces.find_trace`.
     block_size : int, default 512
         Tokens per hash id (512 in the FAST'25 traces).
+    verify : bool, default True
+        For a trace name: check the file found against its pinned sha256
+        (:func:`inferasim.workload.traces.verify_trace`).
 
     Returns
     -------
@@ -158,11 +161,10 @@ def read_mooncake(
     >>> wl.hash_ids
     array([0, 1, 0, 2])
     """
-    if isinstance(path_or_name, str) and not Path(path_or_name).exists():
-        from inferasim.workload.traces import TRACES, find_trace
+    from inferasim.workload.traces import find_trace, is_trace_name
 
-        if path_or_name in TRACES:
-            path_or_name = find_trace(path_or_name)
+    if is_trace_name(path_or_name):  # a folder named like a trace does not shadow it
+        path_or_name = find_trace(str(path_or_name), verify=verify)
     data, source = read_bytes(path_or_name)
     records, lines, unit = parse_json_records(data, source)
     cols = _columns_fast(records) or _columns_slow(records, lines, source, unit)
