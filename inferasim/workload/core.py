@@ -34,6 +34,14 @@ import pandas as pd
 
 from inferasim import _ragged
 from inferasim.errors import WorkloadError
+from inferasim.workload import mooncake, synthetic, tabular
+from inferasim.workload._columns import Columns
+from inferasim.workload._parse import (
+    length_column,
+    number_column,
+    sort_by_arrival,
+    warn_inconsistent,
+)
 
 __all__ = ["Workload"]
 
@@ -154,8 +162,6 @@ class Workload:
         >>> wl.frame["input_len"].tolist(), wl.block_ids(0).tolist()
         ([20, 10], [2])
         """
-        from inferasim.workload._parse import length_column, number_column
-
         where = source or "from_requests"
         n = len(arrival_ms)
         index = np.arange(n, dtype=np.int64)
@@ -215,9 +221,7 @@ class Workload:
         >>> len(wl), wl.block_size
         (100, 512)
         """
-        from inferasim.workload.synthetic import generate
-
-        return generate(num_requests, rate, **kwargs)
+        return cls._from_columns(synthetic.generate(num_requests, rate, **kwargs), warn=False)
 
     @classmethod
     def from_csv(cls, path_or_buffer: str | PathLike[str] | IO[Any], **kwargs: Any) -> Workload:
@@ -230,9 +234,7 @@ class Workload:
         >>> wl.frame[["arrival_ms", "input_len", "output_len"]].values.tolist()
         [[0.0, 100.0, 10.0], [5.0, 200.0, 20.0]]
         """
-        from inferasim.workload.tabular import read_table
-
-        return read_table(path_or_buffer, **kwargs)
+        return cls._from_columns(tabular.read_table(path_or_buffer, **kwargs))
 
     @classmethod
     def from_mooncake(cls, path_or_name: str | PathLike[str] | IO[Any], **kwargs: Any) -> Workload:
@@ -245,9 +247,54 @@ class Workload:
         >>> Workload.from_mooncake(io.StringIO(text)).block_ids(0)
         array([0, 1])
         """
-        from inferasim.workload.mooncake import read_mooncake
+        return cls._from_columns(mooncake.read_mooncake(path_or_name, **kwargs))
 
-        return read_mooncake(path_or_name, **kwargs)
+    @classmethod
+    def _from_columns(cls, cols: Columns, *, warn: bool = True) -> Workload:
+        """Build a workload from a source's columns: sort by arrival (stably), check id counts.
+
+        With ``warn`` (file sources) an unsorted source and id counts other
+        than ``ceil(input_len / block_size)`` are reported as warnings.
+        """
+        n = len(cols)
+        frame = pd.DataFrame(
+            {
+                "arrival_ms": cols.arrival_ms,
+                "input_len": cols.input_len,
+                "output_len": cols.output_len,
+                **cols.extra,
+            }
+        )
+        if cols.hash_ids is None or cols.offsets is None:
+            flat, offsets, has = np.zeros(0, np.int64), np.zeros(n + 1, np.int64), False
+        else:
+            flat, offsets, has = cols.hash_ids, cols.offsets, True
+        wl = cls(frame, flat, offsets, block_size=cols.block_size, has_hash_ids=has, source=cols.source)
+        if warn:
+            order = sort_by_arrival(cols.arrival_ms, cols.where)
+        else:
+            order = np.argsort(cols.arrival_ms, kind="stable")
+            if np.array_equal(order, np.arange(n)):
+                order = None
+        if order is not None:
+            wl = wl._take(order)
+        if warn:
+            warn_inconsistent(int(wl.inconsistent_mask().sum()), cols.where, cols.block_size)
+        return wl
+
+    def _columns(self) -> Columns:
+        """This workload's columns (the writers' input)."""
+        extra = {c: self._frame[c].to_numpy() for c in self._frame.columns if c not in _CORE_COLUMNS}
+        return Columns(
+            self.arrival_ms,
+            self.input_len,
+            self.output_len,
+            self._hash_ids if self._has_hash_ids else None,
+            self._offsets if self._has_hash_ids else None,
+            extra,
+            block_size=self._block_size,
+            source=self._source,
+        )
 
     # ---------------------------------------------------------------- accessors
     @property
@@ -729,9 +776,7 @@ class Workload:
         >>> buf.getvalue()
         '{"timestamp":0,"input_length":600,"output_length":3,"hash_ids":[0,1]}\\n'
         """
-        from inferasim.workload.mooncake import write_mooncake
-
-        write_mooncake(self, path)
+        mooncake.write_mooncake(self._columns(), path)
 
     def to_csv(self, path: str | PathLike[str] | IO[Any]) -> None:
         """Write the workload as CSV that :meth:`from_csv` reads back exactly.
@@ -748,9 +793,7 @@ class Workload:
         >>> Workload.from_csv(buf) == wl
         True
         """
-        from inferasim.workload.tabular import write_table
-
-        write_table(self, path)
+        tabular.write_table(self._columns(), path)
 
 
 def _warn(message: str) -> None:

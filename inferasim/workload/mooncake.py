@@ -17,19 +17,16 @@ from typing import IO, Any
 
 import numpy as np
 import orjson
-import pandas as pd
 
 from inferasim.errors import WorkloadError
+from inferasim.workload._columns import Columns
 from inferasim.workload._parse import (
     fits_int64,
     length_column,
     number_column,
     parse_json_records,
     read_bytes,
-    sort_by_arrival,
-    warn_inconsistent,
 )
-from inferasim.workload.core import Workload
 
 __all__ = ["read_mooncake", "write_mooncake"]
 
@@ -109,8 +106,11 @@ def _hash_id_arrays(
 
 def read_mooncake(
     path_or_name: str | PathLike[str] | IO[Any], *, block_size: int = 512, verify: bool = True
-) -> Workload:
-    """Read a Mooncake trace into a :class:`~inferasim.Workload`.
+) -> Columns:
+    """Read a Mooncake trace into :class:`~inferasim.workload._columns.Columns`.
+
+    :meth:`Workload.from_mooncake <inferasim.Workload.from_mooncake>` builds
+    the workload from them (sorting by arrival, checking id counts).
 
     Parameters
     ----------
@@ -127,10 +127,10 @@ def read_mooncake(
 
     Returns
     -------
-    Workload
-        Arrivals replay the trace's own timestamps, shifted so the first
-        request arrives at 0 ms. The ``line`` column keeps each request's
-        1-based source line (record number for a JSON array).
+    Columns
+        In file order. Arrivals replay the trace's own timestamps, shifted
+        so the earliest request arrives at 0 ms. The ``line`` column keeps
+        each request's 1-based source line (record number for a JSON array).
 
     Raises
     ------
@@ -140,26 +140,16 @@ def read_mooncake(
         list of integers, or an empty file; the message names the file, the
         line and the field.
 
-    Warns
-    -----
-    UserWarning
-        When timestamps are out of order (sorted stably) or some lines'
-        id count is not ``ceil(input_length / block_size)`` (kept as is and
-        counted by ``describe()``).
-
     Examples
     --------
     >>> import io
     >>> text = ('{"timestamp": 5, "input_length": 1024, "output_length": 2, "hash_ids": [0, 1]}\\n'
     ...         '{"timestamp": 9, "input_length": 700, "output_length": 4, "hash_ids": [0, 2]}\\n')
-    >>> wl = read_mooncake(io.StringIO(text))
-    >>> wl.frame
-                arrival_ms  input_len  output_len  line
-    request_id
-    0                  0.0       1024           2     1
-    1                  4.0        700           4     2
-    >>> wl.hash_ids
-    array([0, 1, 0, 2])
+    >>> cols = read_mooncake(io.StringIO(text))
+    >>> cols.arrival_ms, cols.input_len, cols.extra["line"]
+    (array([0., 4.]), array([1024,  700]), array([1, 2]))
+    >>> cols.hash_ids, cols.offsets
+    (array([0, 1, 0, 2]), array([0, 2, 4]))
     """
     from inferasim.workload.traces import find_trace, is_trace_name
 
@@ -172,27 +162,24 @@ def read_mooncake(
     input_len = length_column(cols["input_length"], "input_length", lines, source, unit)
     output_len = length_column(cols["output_length"], "output_length", lines, source, unit)
     ids, offsets = _hash_id_arrays(cols["hash_ids"], lines, source, unit)
-    frame = pd.DataFrame(
-        {
-            "arrival_ms": timestamps - timestamps.min(),
-            "input_len": input_len,
-            "output_len": output_len,
-            "line": lines,
-        }
+    return Columns(
+        timestamps - timestamps.min(),
+        input_len,
+        output_len,
+        ids,
+        offsets,
+        {"line": lines},
+        block_size=block_size,
+        source=_label(path_or_name, source),
+        where=source,
     )
-    wl = Workload(frame, ids, offsets, block_size=block_size, source=_label(path_or_name, source))
-    order = sort_by_arrival(timestamps, source)
-    if order is not None:
-        wl = wl._take(order)
-    warn_inconsistent(int(wl.inconsistent_mask().sum()), source, block_size)
-    return wl
 
 
 def _label(path_or_name: Any, source: str) -> str:
     return Path(source).name if not hasattr(path_or_name, "read") else source
 
 
-def write_mooncake(workload: Workload, path: str | PathLike[str] | IO[Any]) -> None:
+def write_mooncake(workload: Columns, path: str | PathLike[str] | IO[Any]) -> None:
     """Write a workload as Mooncake JSON lines that :func:`read_mooncake` reads back exactly.
 
     The round trip is exact for every workload whose first request arrives
@@ -206,28 +193,30 @@ def write_mooncake(workload: Workload, path: str | PathLike[str] | IO[Any]) -> N
 
     Parameters
     ----------
-    workload : Workload
-        Must carry hash ids.
+    workload : Columns
+        A workload's columns (``Workload.to_mooncake`` passes them); must
+        carry hash ids.
     path : str, path or writable file-like
 
     Examples
     --------
     >>> import io
-    >>> wl = Workload.from_requests([0, 2.5], [600, 10], [3, 1], [[0, 1], [0]])
+    >>> cols = Columns(np.array([0, 2.5]), np.array([600, 10]), np.array([3, 1]),
+    ...                np.array([0, 1, 0]), np.array([0, 2, 3]))
     >>> buf = io.StringIO()
-    >>> write_mooncake(wl, buf)
+    >>> write_mooncake(cols, buf)
     >>> print(buf.getvalue(), end="")
     {"timestamp":0.0,"input_length":600,"output_length":3,"hash_ids":[0,1]}
     {"timestamp":2.5,"input_length":10,"output_length":1,"hash_ids":[0]}
     >>> _ = buf.seek(0)
-    >>> read_mooncake(buf) == wl
-    True
+    >>> read_mooncake(buf).arrival_ms
+    array([0. , 2.5])
     """
     if not workload.has_hash_ids:
         raise ValueError("this workload has no hash ids; write it with to_csv instead")
     arrival = workload.arrival_ms
     ts: list[Any] = arrival.astype(np.int64).tolist() if np.all(arrival == np.round(arrival)) else arrival.tolist()
-    ids = workload._hash_id_lists()
+    ids = workload.hash_id_lists()
     opt = orjson.OPT_APPEND_NEWLINE
     chunks = [
         orjson.dumps(

@@ -7,10 +7,9 @@ million requests take about a second.
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 
 from inferasim import _ragged
-from inferasim.workload.core import Workload
+from inferasim.workload._columns import Columns
 
 __all__ = ["generate", "ARRIVALS"]
 
@@ -65,8 +64,11 @@ def generate(
     prefix_zipf: float = 0.0,
     block_size: int = 512,
     seed: int = 0,
-) -> Workload:
-    """Generate a seeded synthetic workload.
+) -> Columns:
+    """Generate a seeded synthetic workload's columns.
+
+    :meth:`Workload.from_synthetic <inferasim.Workload.from_synthetic>`
+    builds the workload from them.
 
     Parameters
     ----------
@@ -108,18 +110,18 @@ def generate(
 
     Returns
     -------
-    Workload
-        With a ``prefix_id`` column (0-based rank, most popular first) when
+    Columns
+        In arrival order, with a ``prefix_id`` column (0-based rank, most popular first) when
         ``num_prefixes > 0``. Reuse exists only through shared block ids.
 
     Examples
     --------
-    >>> wl = generate(4, rate=2.0, arrival="deterministic", input_len=1024, output_len=8,
-    ...               num_prefixes=1, prefix_len=1024, block_size=512)
-    >>> wl.arrival_ms
+    >>> cols = generate(4, rate=2.0, arrival="deterministic", input_len=1024, output_len=8,
+    ...                 num_prefixes=1, prefix_len=1024, block_size=512)
+    >>> cols.arrival_ms
     array([   0.,  500., 1000., 1500.])
-    >>> wl.input_len, wl.block_ids(0), wl.block_ids(1)
-    (array([2048, 2048, 2048, 2048]), array([0, 1, 2, 3]), array([0, 1, 4, 5]))
+    >>> cols.input_len, cols.hash_id_lists()[:2]
+    (array([2048, 2048, 2048, 2048]), [[0, 1, 2, 3], [0, 1, 4, 5]])
     """
     _check(int(num_requests) == num_requests and num_requests >= 0, f"num_requests must be a whole number >= 0, got {num_requests!r}")
     _check(np.isfinite(rate) and rate > 0, f"rate must be > 0 requests/s, got {rate!r}")
@@ -139,7 +141,7 @@ def generate(
     arrival_ms = _arrivals(rng, n, float(rate), arrival, float(burstiness))
     own = _lengths(rng, n, int(input_len), float(range_ratio))
     out = _lengths(rng, n, int(output_len), float(range_ratio))
-    columns = {"arrival_ms": arrival_ms, "input_len": own, "output_len": out}
+    columns: dict[str, np.ndarray] = {"input_len": own}
 
     prefix_blocks = int(prefix_len) // int(block_size) if num_prefixes else 0
     if num_prefixes:
@@ -158,6 +160,8 @@ def generate(
     fresh = ~in_prefix
     first_fresh = int(num_prefixes) * prefix_blocks
     ids[fresh] = first_fresh + np.arange(int(fresh.sum()), dtype=np.int64)
-    return Workload(
-        pd.DataFrame(columns), ids, offsets, block_size=int(block_size), source="synthetic"
+    extra = {"prefix_id": columns["prefix_id"]} if num_prefixes else {}
+    return Columns(
+        arrival_ms, total, out, ids, offsets, extra,
+        block_size=int(block_size), source="synthetic", where="from_synthetic",
     )

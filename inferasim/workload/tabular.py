@@ -27,16 +27,14 @@ import numpy as np
 import pandas as pd
 
 from inferasim.errors import WorkloadError
+from inferasim.workload._columns import Columns
 from inferasim.workload._parse import (
     fits_int64,
     length_column,
     number_column,
     parse_json_records,
     read_bytes,
-    sort_by_arrival,
-    warn_inconsistent,
 )
-from inferasim.workload.core import Workload
 
 __all__ = ["read_table", "write_table", "ALIASES"]
 
@@ -115,8 +113,11 @@ def _records_to_columns(
 
 def read_table(
     path_or_buffer: str | PathLike[str] | IO[Any], *, block_size: int = 512
-) -> Workload:
-    """Read a CSV or JSON length-and-arrival file into a :class:`~inferasim.Workload`.
+) -> Columns:
+    """Read a CSV or JSON length-and-arrival file into :class:`~inferasim.workload._columns.Columns`.
+
+    :meth:`Workload.from_csv <inferasim.Workload.from_csv>` builds the
+    workload from them (sorting by arrival, checking id counts).
 
     Parameters
     ----------
@@ -128,8 +129,8 @@ def read_table(
 
     Returns
     -------
-    Workload
-        ``arrival_ms`` shifted so the first request arrives at 0, a ``line``
+    Columns
+        In file order; ``arrival_ms`` shifted so the earliest request arrives at 0, a ``line``
         column with each request's 1-based source line (CSV: the header is
         line 1; JSON array: the record number). Without a hash-id column the
         workload has no content ids (``has_hash_ids`` is False).
@@ -144,8 +145,8 @@ def read_table(
     Examples
     --------
     >>> import io
-    >>> wl = read_table(io.StringIO("TIME,ISL,OSL\\n10,100,5\\n30,300,7\\n"))
-    >>> wl.arrival_ms, wl.input_len, wl.has_hash_ids
+    >>> cols = read_table(io.StringIO("TIME,ISL,OSL\\n10,100,5\\n30,300,7\\n"))
+    >>> cols.arrival_ms, cols.input_len, cols.has_hash_ids
     (array([ 0., 20.]), array([100, 300]), False)
     >>> read_table(io.StringIO("time,isl,osl\\n0,100,5\\n1,-3,7\\n"))
     Traceback (most recent call last):
@@ -184,23 +185,26 @@ def read_table(
         if key.lower() in _RESERVED:
             continue
         extras[key] = _maybe_numeric(_csv_values(columns[name]))
-    frame = pd.DataFrame({**out, **extras, "line": lines})
     if "hash_ids" in mapping:
         name = mapping["hash_ids"]
         lists = [_parse_id_list(v, int(lines[i]), source, name) for i, v in enumerate(columns[name])]
         lengths = np.fromiter(map(len, lists), dtype=np.int64, count=n)
         offsets = np.concatenate(([0], np.cumsum(lengths)))
         flat = np.fromiter((v for h in lists for v in h), dtype=np.int64, count=int(offsets[-1]))
-        has = True
     else:
-        flat, offsets, has = np.zeros(0, np.int64), np.zeros(n + 1, np.int64), False
+        flat, offsets = None, None
     label = source if hasattr(path_or_buffer, "read") else fspath(path_or_buffer).rsplit("/", 1)[-1]  # type: ignore[arg-type]
-    wl = Workload(frame, flat, offsets, block_size=block_size, has_hash_ids=has, source=label)
-    order = sort_by_arrival(out["arrival_ms"], source)
-    if order is not None:
-        wl = wl._take(order)
-    warn_inconsistent(int(wl.inconsistent_mask().sum()), source, block_size)
-    return wl
+    return Columns(
+        out["arrival_ms"],
+        out["input_len"],
+        out["output_len"],
+        flat,
+        offsets,
+        {**extras, "line": lines},
+        block_size=block_size,
+        source=label,
+        where=source,
+    )
 
 
 def _read_csv(data: bytes, source: str) -> tuple[dict[str, list[Any]], list[str], np.ndarray]:
@@ -272,10 +276,11 @@ def _maybe_numeric(values: list[Any]) -> np.ndarray:
     return arr.astype(str)
 
 
-def write_table(workload: Workload, path: str | PathLike[str] | IO[Any]) -> None:
-    """Write a workload as CSV that :func:`read_table` reads back exactly.
+def write_table(workload: Columns, path: str | PathLike[str] | IO[Any]) -> None:
+    """Write a workload's columns as CSV that :func:`read_table` reads back exactly.
 
-    Columns: every column of ``workload.frame`` but the provenance ``line``,
+    ``Workload.to_csv`` passes its columns here. Columns: the three core
+    columns and every extra column but the provenance ``line``,
     then ``hash_ids`` as space-separated integers when the workload has ids.
     Arrival times are written with full float precision; as with
     :func:`~inferasim.workload.mooncake.write_mooncake` the round trip is exact when
@@ -285,13 +290,22 @@ def write_table(workload: Workload, path: str | PathLike[str] | IO[Any]) -> None
     --------
     >>> import io
     >>> buf = io.StringIO()
-    >>> write_table(Workload.from_requests([0, 1.5], [600, 10], [3, 1], [[0, 1], [0]]), buf)
+    >>> cols = Columns(np.array([0, 1.5]), np.array([600, 10]), np.array([3, 1]),
+    ...                np.array([0, 1, 0]), np.array([0, 2, 3]))
+    >>> write_table(cols, buf)
     >>> print(buf.getvalue(), end="")
     arrival_ms,input_len,output_len,hash_ids
     0.0,600,3,0 1
     1.5,10,1,0
     """
-    frame = workload.frame.drop(columns="line", errors="ignore").copy()
+    frame = pd.DataFrame(
+        {
+            "arrival_ms": workload.arrival_ms,
+            "input_len": workload.input_len,
+            "output_len": workload.output_len,
+            **{k: v for k, v in workload.extra.items() if k != "line"},
+        }
+    )
     if workload.has_hash_ids:
-        frame["hash_ids"] = [" ".join(map(str, ids)) for ids in workload._hash_id_lists()]
+        frame["hash_ids"] = [" ".join(map(str, ids)) for ids in workload.hash_id_lists()]
     frame.to_csv(path, index=False)
