@@ -34,7 +34,7 @@ import pandas as pd
 
 from inferasim import _ragged
 from inferasim.errors import WorkloadError
-from inferasim.workload import mooncake, synthetic, tabular
+from inferasim.workload import mooncake, synthesize, synthetic, tabular
 from inferasim.workload._columns import Columns
 from inferasim.workload._parse import (
     length_column,
@@ -248,6 +248,19 @@ class Workload:
         array([0, 1])
         """
         return cls._from_columns(mooncake.read_mooncake(path_or_name, **kwargs))
+
+    @classmethod
+    def synthesize(cls, like: Workload | synthesize.TraceModel, num_requests: int | None = None, **kwargs: Any) -> Workload:
+        """New traffic with ``like``'s prefix tree, sessions and arrivals; see :mod:`inferasim.workload.synthesize`.
+
+        Examples
+        --------
+        >>> wl = Workload.from_requests([0, 5], [4, 8], [1, 1], [[1, 2], [1, 2, 3, 4]], block_size=2)
+        >>> new = Workload.synthesize(like=wl, num_requests=4, seed=0)
+        >>> len(new), "session_id" in new.frame
+        (4, True)
+        """
+        return cls._from_columns(synthesize.synthesize(like, num_requests, **kwargs), warn=False)
 
     @classmethod
     def _from_columns(cls, cols: Columns, *, warn: bool = True) -> Workload:
