@@ -37,6 +37,7 @@ from inferasim.errors import WorkloadError
 from inferasim.workload import mooncake, synthesize, synthetic, tabular
 from inferasim.workload._columns import Columns
 from inferasim.workload._parse import (
+    MAX_ARRIVAL_SPAN_MS,
     length_column,
     number_column,
     sort_by_arrival,
@@ -107,6 +108,7 @@ class Workload:
             raise WorkloadError("offsets must have len(frame) + 1 entries from 0 to len(hash_ids)")
         if np.any(np.diff(offsets) < 0):
             raise WorkloadError("offsets must be non-decreasing")
+        _check_arrivals(frame["arrival_ms"].to_numpy(), "arrival_ms")
         frame = frame.reset_index(drop=True)
         frame.index.name = "request_id"
         hash_ids.flags.writeable = False
@@ -173,6 +175,7 @@ class Workload:
             "input_len": length_column(np.asarray(input_len).tolist(), "input_len", index, where, "request"),
             "output_len": length_column(np.asarray(output_len).tolist(), "output_len", index, where, "request"),
         }
+        _check_arrivals(data["arrival_ms"], where)
         for name, values in columns.items():
             data[name] = np.asarray(values)
         for name, values in data.items():
@@ -664,7 +667,9 @@ class Workload:
         """
         if not np.isfinite(offset_ms):
             raise ValueError(f"offset_ms must be a finite number, got {offset_ms!r}")
-        frame = self._frame.assign(arrival_ms=self.arrival_ms + float(offset_ms))
+        arrival = self.arrival_ms + float(offset_ms)
+        _check_arrivals(arrival, f"shift_time({offset_ms!r})", error=ValueError)
+        frame = self._frame.assign(arrival_ms=arrival)
         return self._take(np.arange(len(self)), frame=frame)
 
     def scale_time(self, factor: float) -> Workload:
@@ -678,9 +683,11 @@ class Workload:
         >>> Workload.from_requests([0, 10], [1, 1], [1, 1]).scale_time(0.5).arrival_ms
         array([0., 5.])
         """
-        if not np.isfinite(factor) or factor <= 0:
+        if isinstance(factor, bool) or not np.isfinite(factor) or factor <= 0:
             raise ValueError(f"factor must be a positive finite number, got {factor!r}")
-        frame = self._frame.assign(arrival_ms=self.arrival_ms * float(factor))
+        arrival = self.arrival_ms * float(factor)
+        _check_arrivals(arrival, f"scale_time({factor!r})", error=ValueError)
+        frame = self._frame.assign(arrival_ms=arrival)
         return self._take(np.arange(len(self)), frame=frame)
 
     # ----------------------------------------------------------- combination
@@ -807,6 +814,21 @@ class Workload:
         True
         """
         tabular.write_table(self._columns(), path)
+
+
+def _check_arrivals(arrival: np.ndarray, what: str, error: type[ValueError] = WorkloadError) -> None:
+    """Every arrival finite and within ``MAX_ARRIVAL_SPAN_MS`` of 0: the workload invariant.
+
+    Beyond that float64 milliseconds lose the resolution that time-to-first
+    token and step times need (``1e18 + 5 == 1e18``).
+    """
+    if arrival.size and not float(np.max(np.abs(arrival))) <= MAX_ARRIVAL_SPAN_MS:
+        i = int(np.flatnonzero(~(np.abs(arrival) <= MAX_ARRIVAL_SPAN_MS))[0])
+        raise error(
+            f"{what}: arrival {float(arrival[i]):.4g} ms of request {i} is not a finite time within 2**43 ms "
+            "(about 278 years) of 0, where float64 ms keep microsecond resolution; "
+            "subtract the first arrival (rebase) or use a smaller factor"
+        )
 
 
 def _warn(message: str) -> None:

@@ -21,9 +21,10 @@ import orjson
 from inferasim.errors import WorkloadError
 from inferasim.workload._columns import Columns
 from inferasim.workload._parse import (
+    arrival_column,
+    excerpt,
     fits_int64,
     length_column,
-    number_column,
     parse_json_records,
     read_bytes,
 )
@@ -40,11 +41,19 @@ _ALIAS = {alias: canon for canon, aliases in _FIELDS.items() for alias in aliase
 
 
 def _columns_fast(records: list[dict[str, Any]]) -> dict[str, list[Any]] | None:
-    """Columns by exact canonical keys, or None when any record differs."""
+    """Columns by exact canonical keys, or None when any record differs.
+
+    Also None when any record carries another spelling of a field (an alias
+    or another case) next to the canonical key: the slow path names the clash.
+    """
     try:
-        return {key: [r[key] for r in records] for key in _FIELDS}
+        cols = {key: [r[key] for r in records] for key in _FIELDS}
     except KeyError:
         return None
+    keys = set().union(*records)
+    if any(key not in _FIELDS and _ALIAS.get(str(key).lower()) for key in keys):
+        return None
+    return cols
 
 
 def _columns_slow(
@@ -54,10 +63,18 @@ def _columns_slow(
     cols: dict[str, list[Any]] = {key: [] for key in _FIELDS}
     for i, rec in enumerate(records):
         found: dict[str, Any] = {}
+        seen: dict[str, str] = {}
         for key, value in rec.items():
             canon = _ALIAS.get(str(key).lower())
-            if canon is not None and canon not in found:
-                found[canon] = value
+            if canon is None:
+                continue
+            if canon in found:
+                raise WorkloadError(
+                    f"keys {excerpt(seen[canon])} and {excerpt(key)} both give {canon}; keep one",
+                    source=source, line=int(lines[i]), field=canon, unit=unit,
+                )
+            found[canon] = value
+            seen[canon] = key
         for canon in _FIELDS:
             if canon not in found:
                 names = "/".join(_FIELDS[canon])
@@ -78,7 +95,7 @@ def _hash_id_arrays(
     if not all(type(h) is list for h in hids):
         i = next(i for i, h in enumerate(hids) if type(h) is not list)
         raise WorkloadError(
-            f"must be a list of integers, got {hids[i]!r:.60}",
+            f"must be a list of integers, got {excerpt(hids[i])}",
             source=source, line=int(lines[i]), field="hash_ids", unit=unit,
         )
     lengths = np.fromiter(map(len, hids), dtype=np.int64, count=len(hids))
@@ -87,8 +104,13 @@ def _hash_id_arrays(
         for i, h in enumerate(hids):
             bad = [v for v in h if type(v) is not int]
             if bad:
+                # JSON parsers read integers beyond 64 bits as floats
+                v = bad[0]
+                big = type(v) is float and np.isfinite(v) and abs(v) >= 2**63 and v == int(v)
                 raise WorkloadError(
-                    f"must be a list of integers, found {bad[0]!r}",
+                    "hash id outside the 64-bit integer range"
+                    if big
+                    else f"must be a list of integers, found {excerpt(bad[0])}",
                     source=source, line=int(lines[i]), field="hash_ids", unit=unit,
                 )
     try:
@@ -158,12 +180,12 @@ def read_mooncake(
     data, source = read_bytes(path_or_name)
     records, lines, unit = parse_json_records(data, source)
     cols = _columns_fast(records) or _columns_slow(records, lines, source, unit)
-    timestamps = number_column(cols["timestamp"], "timestamp", lines, source, unit)
+    arrival = arrival_column(cols["timestamp"], "timestamp", lines, source, unit)
     input_len = length_column(cols["input_length"], "input_length", lines, source, unit)
     output_len = length_column(cols["output_length"], "output_length", lines, source, unit)
     ids, offsets = _hash_id_arrays(cols["hash_ids"], lines, source, unit)
     return Columns(
-        timestamps - timestamps.min(),
+        arrival,
         input_len,
         output_len,
         ids,

@@ -10,15 +10,43 @@ import numpy as np
 
 from inferasim import _ragged
 from inferasim.workload._columns import Columns
+from inferasim.workload._parse import MAX_ARRIVAL_SPAN_MS
 
-__all__ = ["generate", "ARRIVALS"]
+__all__ = ["generate", "ARRIVALS", "MAX_TOKENS", "MAX_PREFIXES", "MAX_HASH_IDS"]
 
 ARRIVALS = ("poisson", "deterministic", "gamma")
+
+
+#: Largest token length a generator accepts (2**40, about 10**12 tokens).
+MAX_TOKENS = 2**40
+#: Largest prefix pool: its popularity table is tabulated (8 bytes a prefix).
+MAX_PREFIXES = 2**20
+#: Most hash ids one generated workload may hold (8 bytes each: 2 GiB).
+MAX_HASH_IDS = 2**28
 
 
 def _check(condition: bool, message: str) -> None:
     if not condition:
         raise ValueError(message)
+
+
+def _whole(name: str, value: object, low: int, high: int) -> int:
+    """``value`` as an int in ``[low, high]``, or a ValueError naming the parameter."""
+    ok = isinstance(value, (int, np.integer)) and not isinstance(value, bool)
+    if isinstance(value, (float, np.floating)) and np.isfinite(value) and float(value).is_integer():
+        ok = True
+    if not ok or not low <= value <= high:  # type: ignore[operator]
+        raise ValueError(f"{name} must be a whole number in [{low}, {high}], got {value!r}")
+    return int(value)  # type: ignore[arg-type]
+
+
+def _real(name: str, value: object, low: float, *, strict: bool) -> float:
+    """``value`` as a finite float ``> low`` (``>= low`` when not strict), or a ValueError naming it."""
+    ok = isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool)
+    if not ok or not np.isfinite(value) or (value <= low if strict else value < low):  # type: ignore[operator]
+        bound = f"> {low:g}" if strict else f">= {low:g}"
+        raise ValueError(f"{name} must be {bound} (a finite number), got {value!r}")
+    return float(value)  # type: ignore[arg-type]
 
 
 def _arrivals(rng: np.random.Generator, n: int, rate: float, arrival: str, burstiness: float) -> np.ndarray:
@@ -123,20 +151,36 @@ def generate(
     >>> cols.input_len, cols.hash_id_lists()[:2]
     (array([2048, 2048, 2048, 2048]), [[0, 1, 2, 3], [0, 1, 4, 5]])
     """
-    _check(int(num_requests) == num_requests and num_requests >= 0, f"num_requests must be a whole number >= 0, got {num_requests!r}")
-    _check(np.isfinite(rate) and rate > 0, f"rate must be > 0 requests/s, got {rate!r}")
+    n = _whole("num_requests", num_requests, 0, 2**40)
+    rate = _real("rate", rate, 0.0, strict=True)
     _check(arrival in ARRIVALS, f"arrival must be one of {ARRIVALS}, got {arrival!r}")
-    _check(np.isfinite(burstiness) and burstiness > 0, f"burstiness must be > 0, got {burstiness!r}")
-    _check(int(input_len) == input_len and input_len >= 1, f"input_len must be a whole number >= 1, got {input_len!r}")
-    _check(int(output_len) == output_len and output_len >= 1, f"output_len must be a whole number >= 1, got {output_len!r}")
-    _check(0 <= range_ratio < 1, f"range_ratio must be in [0, 1), got {range_ratio!r}")
-    _check(int(num_prefixes) == num_prefixes and num_prefixes >= 0, f"num_prefixes must be a whole number >= 0, got {num_prefixes!r}")
-    _check(int(prefix_len) == prefix_len and prefix_len >= 0, f"prefix_len must be a whole number >= 0, got {prefix_len!r}")
+    burstiness = _real("burstiness", burstiness, 0.0, strict=True)
+    input_len = _whole("input_len", input_len, 1, MAX_TOKENS)
+    output_len = _whole("output_len", output_len, 1, MAX_TOKENS)
+    _check(
+        isinstance(range_ratio, (int, float, np.integer, np.floating)) and 0 <= range_ratio < 1,
+        f"range_ratio must be in [0, 1), got {range_ratio!r}",
+    )
+    range_ratio = float(range_ratio)
+    num_prefixes = _whole("num_prefixes", num_prefixes, 0, MAX_PREFIXES)
+    prefix_len = _whole("prefix_len", prefix_len, 0, MAX_TOKENS)
     _check(num_prefixes == 0 or prefix_len > 0, "a prefix pool (num_prefixes > 0) needs prefix_len > 0")
-    _check(np.isfinite(prefix_zipf) and prefix_zipf >= 0, f"prefix_zipf must be >= 0, got {prefix_zipf!r}")
-    _check(int(block_size) == block_size and block_size >= 1, f"block_size must be a whole number >= 1, got {block_size!r}")
+    prefix_zipf = _real("prefix_zipf", prefix_zipf, 0.0, strict=False)
+    block_size = _whole("block_size", block_size, 1, 2**40)
+    mean_gap = 1000.0 / rate
+    _check(
+        n < 2 or mean_gap * (n - 1) <= MAX_ARRIVAL_SPAN_MS / 4,
+        f"rate={rate!r} requests/s spreads {n} requests over about {mean_gap * max(n - 1, 0):.3g} ms, "
+        "beyond the 2**43 ms (about 278 years) a workload may span; raise the rate",
+    )
+    longest = (input_len + prefix_len) * (1 + range_ratio) + 1
+    _check(
+        n * (longest // block_size + 1) <= MAX_HASH_IDS,
+        f"{n} requests of up to {int(longest)} tokens in blocks of {block_size} need up to "
+        f"{n * (int(longest) // block_size + 1):,} hash ids, more than the {MAX_HASH_IDS:,} "
+        "(2 GiB) limit; use fewer requests, shorter prompts or a larger block_size",
+    )
 
-    n = int(num_requests)
     rng = np.random.default_rng(seed)
     arrival_ms = _arrivals(rng, n, float(rate), arrival, float(burstiness))
     own = _lengths(rng, n, int(input_len), float(range_ratio))

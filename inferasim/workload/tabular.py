@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import csv
 import io
+import re
 import warnings
 from os import PathLike, fspath
 from typing import IO, Any
@@ -29,9 +30,10 @@ import pandas as pd
 from inferasim.errors import WorkloadError
 from inferasim.workload._columns import Columns
 from inferasim.workload._parse import (
+    arrival_column,
+    excerpt,
     fits_int64,
     length_column,
-    number_column,
     parse_json_records,
     read_bytes,
 )
@@ -46,6 +48,12 @@ ALIASES: dict[str, tuple[str, ...]] = {
 }
 _DEFAULTS = {"arrival_ms": 0.0, "input_len": 1, "output_len": 1}
 _RESERVED = {"line", "request_id"}
+_ALIAS = {alias: canon for canon, aliases in ALIASES.items() for alias in aliases}
+#: A CSV number: ASCII digits only, no digit-group underscores (``int("1_000")``
+#: and ``int("١٢")`` would accept them).
+_NUMBER = re.compile(
+    r"[+-]?(?:(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:e[+-]?[0-9]+)?|nan|inf|infinity)", re.ASCII | re.IGNORECASE
+)
 
 
 def _canonical(names: list[str], source: str) -> dict[str, str]:
@@ -58,7 +66,7 @@ def _canonical(names: list[str], source: str) -> dict[str, str]:
                 continue
             if canon in found:
                 raise WorkloadError(
-                    f"columns {found[canon]!r} and {lower[alias]!r} both give {canon}; keep one",
+                    f"columns {excerpt(found[canon])} and {excerpt(lower[alias])} both give {canon}; keep one",
                     source=source,
                     line=1,
                 )
@@ -66,7 +74,7 @@ def _canonical(names: list[str], source: str) -> dict[str, str]:
     if not found:
         known = ", ".join(a for aliases in ALIASES.values() for a in aliases)
         raise WorkloadError(
-            f"header {list(names)} matches no known column (known: {known})", source=source, line=1
+            f"header {excerpt(list(names), 80)} matches no known column (known: {known})", source=source, line=1
         )
     return found
 
@@ -77,16 +85,19 @@ def _parse_id_list(text: Any, line: int, source: str, field: str) -> list[int]:
     elif isinstance(text, str):
         cleaned = text.strip().strip("[]").replace(",", " ")
         try:
-            values = [int(tok) for tok in cleaned.split()]
+            tokens = cleaned.split()
+            if not all(tok.isascii() and "_" not in tok for tok in tokens):
+                raise ValueError
+            values = [int(tok) for tok in tokens]
         except ValueError:
             raise WorkloadError(
-                f"must be space-separated integers, got {text[:60]!r}",
+                f"must be space-separated integers, got {excerpt(text)}",
                 source=source, line=line, field=field,
             ) from None
     else:
-        raise WorkloadError(f"must be a list of integers, got {text!r}", source=source, line=line, field=field)
+        raise WorkloadError(f"must be a list of integers, got {excerpt(text)}", source=source, line=line, field=field)
     if any(type(v) is not int for v in values):
-        raise WorkloadError(f"must be a list of integers, got {values!r:.60}", source=source, line=line, field=field)
+        raise WorkloadError(f"must be a list of integers, got {excerpt(values)}", source=source, line=line, field=field)
     if not fits_int64(values):
         raise WorkloadError("hash id outside the 64-bit integer range", source=source, line=line, field=field)
     return values
@@ -95,20 +106,39 @@ def _parse_id_list(text: Any, line: int, source: str, field: str) -> list[int]:
 def _records_to_columns(
     records: list[dict[str, Any]], source: str, unit: str, lines: np.ndarray
 ) -> tuple[dict[str, list[Any]], list[str]]:
-    keys: list[str] = []
-    for rec in records:
-        for k in rec:
-            if k not in keys:
-                keys.append(k)
+    """Columns of JSON records; every record is read on its own.
+
+    Each key is matched case-insensitively against the aliases, so one
+    record's spelling (``isl``) and another's (``input_len``) give the same
+    field; two keys of one record giving the same field are an error.
+    Columns are named by the first spelling seen.
+    """
+    shown: dict[str, str] = {}  # field -> first spelling (the column name)
+    normalised: list[dict[str, Any]] = []
+    for i, rec in enumerate(records):
+        row: dict[str, Any] = {}
+        spelled: dict[str, str] = {}
+        for key, value in rec.items():
+            name = str(key).strip()
+            field = _ALIAS.get(name.lower(), name)
+            if field in row:
+                raise WorkloadError(
+                    f"keys {excerpt(spelled[field])} and {excerpt(key)} both give {field}; keep one",
+                    source=source, line=int(lines[i]), field=field, unit=unit,
+                )
+            row[field] = value
+            spelled[field] = key
+            shown.setdefault(field, name)
+        normalised.append(row)
     columns: dict[str, list[Any]] = {}
-    for k in keys:
+    for field, name in shown.items():
         values = []
-        for i, rec in enumerate(records):
-            if k not in rec:
-                raise WorkloadError("missing value", source=source, line=int(lines[i]), field=k, unit=unit)
-            values.append(rec[k])
-        columns[k] = values
-    return columns, keys
+        for i, row in enumerate(normalised):
+            if field not in row:
+                raise WorkloadError("missing value", source=source, line=int(lines[i]), field=name, unit=unit)
+            values.append(row[field])
+        columns[name] = values
+    return columns, list(shown.values())
 
 
 def read_table(
@@ -154,7 +184,7 @@ def read_table(
     inferasim.errors.WorkloadError: <buffer>, line 3, field 'isl': must be >= 0, got -3
     """
     data, source = read_bytes(path_or_buffer)
-    if data.lstrip()[:1] in (b"[", b"{"):
+    if data.lstrip().removeprefix(b"\xef\xbb\xbf")[:1] in (b"[", b"{"):
         records, lines, unit = parse_json_records(data, source)
         columns, names = _records_to_columns(records, source, unit, lines)
     else:
@@ -174,17 +204,28 @@ def read_table(
             out[canon] = np.full(n, _DEFAULTS[canon], dtype=np.float64 if canon == "arrival_ms" else np.int64)
             continue
         name = mapping[canon]
-        check = number_column if canon == "arrival_ms" else length_column
-        out[canon] = check(_csv_values(columns[name]), name, lines, source, unit)
-    out["arrival_ms"] = out["arrival_ms"] - out["arrival_ms"].min()
+        check = arrival_column if canon == "arrival_ms" else length_column
+        out[canon] = check(_csv_values(columns[name], name, lines, source), name, lines, source, unit)
     extras = {}
     for name in names:
         if name in mapping.values():
             continue
         key = str(name).strip()
         if key.lower() in _RESERVED:
-            continue
-        extras[key] = _maybe_numeric(_csv_values(columns[name]))
+            renamed = f"user_{key}"
+            if any(str(other).strip().lower() == renamed.lower() for other in names):
+                raise WorkloadError(
+                    f"column {excerpt(key)} is reserved and {renamed!r} is taken; rename one",
+                    source=source, line=1 if unit == "line" else None,
+                )
+            warnings.warn(
+                f"{source}: column {key!r} is a reserved name (inferasim's "
+                f"{'source line' if key.lower() == 'line' else 'request index'}); kept as {renamed!r}",
+                UserWarning,
+                stacklevel=3,
+            )
+            key = renamed
+        extras[key] = _maybe_numeric(_csv_values(columns[name], name, lines, source))
     if "hash_ids" in mapping:
         name = mapping["hash_ids"]
         lists = [_parse_id_list(v, int(lines[i]), source, name) for i, v in enumerate(columns[name])]
@@ -217,30 +258,44 @@ def _read_csv(data: bytes, source: str) -> tuple[dict[str, list[Any]], list[str]
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise WorkloadError(f"not UTF-8 text: {exc}", source=source) from None
-    reader = csv.reader(io.StringIO(text), skipinitialspace=True)
+    reader = csv.reader(io.StringIO(text), skipinitialspace=True, strict=True)
     header: list[str] | None = None
     rows: list[list[str]] = []
     lines: list[int] = []
+    start = 1  # the physical line the next row starts on
     try:
         for row in reader:
+            first, start = start, reader.line_num + 1
             if not row or all(not cell.strip() for cell in row):
                 continue
             if header is None:
                 header = [cell.strip() for cell in row]
-                dupes = sorted({h for h in header if header.count(h) > 1})
-                if dupes:
-                    raise WorkloadError(f"duplicate column(s) {dupes}", source=source, line=reader.line_num)
+                if header[0][:1] in ("{", "["):
+                    raise WorkloadError(
+                        "this is JSON, not CSV; read a Mooncake trace with Workload.from_mooncake",
+                        source=source, line=first,
+                    )
+                by_lower: dict[str, str] = {}
+                for h in header:
+                    if h.lower() in by_lower:
+                        raise WorkloadError(
+                            f"duplicate column: {excerpt(by_lower[h.lower()])} and {excerpt(h)} "
+                            "(names are case-insensitive); keep one",
+                            source=source, line=first,
+                        )
+                    by_lower[h.lower()] = h
                 continue
             if len(row) != len(header):
                 raise WorkloadError(
                     f"malformed CSV: {len(row)} fields, but the header has {len(header)}",
                     source=source,
-                    line=reader.line_num,
+                    line=first,
                 )
             rows.append(row)
-            lines.append(reader.line_num)
+            lines.append(first)
     except csv.Error as exc:
-        raise WorkloadError(f"malformed CSV: {exc}", source=source, line=reader.line_num) from None
+        # a quote left open runs to the end of the file: blame the line it opened on
+        raise WorkloadError(f"malformed CSV: {exc}", source=source, line=start) from None
     if header is None:
         raise WorkloadError("empty file: no header row", source=source)
     if not rows:
@@ -249,20 +304,27 @@ def _read_csv(data: bytes, source: str) -> tuple[dict[str, list[Any]], list[str]
     return columns, header, np.asarray(lines, dtype=np.int64)
 
 
-def _csv_values(values: list[Any]) -> list[Any]:
-    """CSV cells as Python numbers where they parse, else as given (for error messages)."""
+def _csv_values(values: list[Any], field: str, lines: np.ndarray, source: str) -> list[Any]:
+    """CSV cells as Python numbers where they are plain ASCII numbers, else as given.
+
+    Cells that are not numbers stay strings, so the validators name them;
+    a non-zero number that float64 reads as 0 (``1e-400``) is an error here.
+    """
     out: list[Any] = []
-    for v in values:
-        if not isinstance(v, str):
+    for i, v in enumerate(values):
+        if not isinstance(v, str) or _NUMBER.fullmatch(v) is None:
             out.append(v)
             continue
         try:
             out.append(int(v))
         except ValueError:
-            try:
-                out.append(float(v))
-            except ValueError:
-                out.append(v)
+            f = float(v)
+            if f == 0.0 and v.lower().split("e")[0].strip("+-0.") != "":
+                raise WorkloadError(
+                    f"the number {excerpt(v)} underflows to 0 in float64; write 0 or a larger value",
+                    source=source, line=int(lines[i]), field=field,
+                ) from None
+            out.append(f)
     return out
 
 
