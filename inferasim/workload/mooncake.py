@@ -6,6 +6,9 @@ block and everything before it. Field names are case-insensitive, with the
 aliases ``arrival``/``time`` for ``timestamp`` and ``block_hashes``/
 ``blocks`` for ``hash_ids`` (and ``input_len``/``isl``,
 ``output_len``/``osl`` for the lengths). Files may be gzip-compressed.
+Optional extra fields ``session_id`` and ``turn`` (and their aliases, see
+:mod:`inferasim.workload._sessions`) group requests into conversations;
+other extra fields are ignored.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from inferasim.workload._parse import (
     parse_json_records,
     read_bytes,
 )
+from inferasim.workload._sessions import canonical_session_key, session_columns
 
 __all__ = ["read_mooncake", "write_mooncake"]
 
@@ -87,6 +91,47 @@ def _columns_slow(
                 )
             cols[canon].append(found[canon])
     return cols
+
+
+def _session_fields(
+    records: list[dict[str, Any]], lines: np.ndarray, source: str, unit: str
+) -> tuple[list[Any] | None, list[Any] | None]:
+    """Raw ``session_id`` / ``turn`` values (extra fields, aliases case-insensitive).
+
+    A field present in some records must be in all of them (a line's
+    meaning never depends on other lines); two aliases in one record clash.
+    """
+    keys = {k for rec in records for k in rec if canonical_session_key(k) is not None}
+    if not keys:
+        return None, None
+    out: dict[str, list[Any]] = {"session_id": [], "turn": []}
+    present: dict[str, bool] = {}
+    for i, rec in enumerate(records):
+        found: dict[str, str] = {}
+        for key in rec:
+            canon = canonical_session_key(key)
+            if canon is None:
+                continue
+            if canon in found:
+                raise WorkloadError(
+                    f"keys {excerpt(found[canon])} and {excerpt(key)} both give {canon}; keep one",
+                    source=source, line=int(lines[i]), field=canon, unit=unit,
+                )
+            found[canon] = key
+        for canon in ("session_id", "turn"):
+            has = canon in found
+            if present.setdefault(canon, has) != has:
+                raise WorkloadError(
+                    f"{'has' if has else 'lacks'} {canon}, unlike {unit} {int(lines[0])}; give it "
+                    "on every line or on none",
+                    source=source, line=int(lines[i]), field=canon, unit=unit,
+                )
+            if has:
+                out[canon].append(rec[found[canon]])
+    return (
+        out["session_id"] if present["session_id"] else None,
+        out["turn"] if present["turn"] else None,
+    )
 
 
 def _hash_id_arrays(
@@ -184,13 +229,15 @@ def read_mooncake(
     input_len = length_column(cols["input_length"], "input_length", lines, source, unit)
     output_len = length_column(cols["output_length"], "output_length", lines, source, unit)
     ids, offsets = _hash_id_arrays(cols["hash_ids"], lines, source, unit)
+    session, turn = _session_fields(records, lines, source, unit)
+    extra = session_columns(session, turn, arrival, lines, source, unit)
     return Columns(
         arrival,
         input_len,
         output_len,
         ids,
         offsets,
-        {"line": lines},
+        {**extra, "line": lines},
         block_size=block_size,
         source=_label(path_or_name, source),
         where=source,
@@ -210,7 +257,7 @@ def write_mooncake(workload: Columns, path: str | PathLike[str] | IO[Any]) -> No
 
     Timestamps are written as integers when every arrival is a whole number
     of ms, else as shortest round-trip floats. Only the four Mooncake fields
-    are written (extra columns such as ``prefix_id`` are not part of the
+    are written, plus ``session_id`` and ``turn`` when the workload has them (extra columns such as ``prefix_id`` are not part of the
     format). A path ending in ``.gz`` is gzip-compressed.
 
     Parameters
@@ -248,6 +295,13 @@ def write_mooncake(workload: Columns, path: str | PathLike[str] | IO[Any]) -> No
             ts, workload.input_len.tolist(), workload.output_len.tolist(), ids, strict=True
         )
     ]
+    if "session_id" in workload.extra:  # conversations survive the round trip
+        sessions = workload.extra["session_id"].tolist()
+        turns = workload.extra["turn"].tolist()
+        chunks = [
+            c[:-2] + b',"session_id":' + orjson.dumps(sid) + b',"turn":' + orjson.dumps(t) + b"}\n"
+            for c, sid, t in zip(chunks, sessions, turns, strict=True)
+        ]
     data = b"".join(chunks)
     if hasattr(path, "write"):
         try:

@@ -10,6 +10,11 @@ hash ids  ``hash_ids``, ``block_hashes``, ``blocks`` (optional; in CSV a
           space-separated list of integers)
 ========  ==================================================
 
+Session columns (optional): ``session_id`` (aliases
+``conversation_id``, ``conversation``, ``chat_id``) and ``turn``
+(``turn_id``, ``turn_index``, ``round``); see
+:mod:`inferasim.workload._sessions`.
+
 A column absent from the whole file takes a default (arrival 0, lengths 1)
 with a warning; a value missing in one row is an error naming its line.
 Other columns are kept as they are (numeric when every value is).
@@ -37,6 +42,7 @@ from inferasim.workload._parse import (
     parse_json_records,
     read_bytes,
 )
+from inferasim.workload._sessions import canonical_session_key, session_columns
 
 __all__ = ["read_table", "write_table", "ALIASES"]
 
@@ -207,10 +213,21 @@ def read_table(
         check = arrival_column if canon == "arrival_ms" else length_column
         out[canon] = check(_csv_values(columns[name], name, lines, source), name, lines, source, unit)
     extras = {}
+    session_raw: dict[str, tuple[str, list[Any]]] = {}
     for name in names:
         if name in mapping.values():
             continue
         key = str(name).strip()
+        canon = canonical_session_key(key)
+        if canon is not None:
+            if canon in session_raw:
+                raise WorkloadError(
+                    f"columns {excerpt(session_raw[canon][0])} and {excerpt(key)} both give "
+                    f"{canon}; keep one",
+                    source=source, line=1 if unit == "line" else None,
+                )
+            session_raw[canon] = (key, _csv_values(columns[name], name, lines, source))
+            continue
         if key.lower() in _RESERVED:
             renamed = f"user_{key}"
             if any(str(other).strip().lower() == renamed.lower() for other in names):
@@ -226,6 +243,13 @@ def read_table(
             )
             key = renamed
         extras[key] = _maybe_numeric(_csv_values(columns[name], name, lines, source))
+    extras.update(
+        session_columns(
+            session_raw.get("session_id", (None, None))[1],
+            session_raw.get("turn", (None, None))[1],
+            out["arrival_ms"], lines, source, unit,
+        )
+    )
     if "hash_ids" in mapping:
         name = mapping["hash_ids"]
         lists = [_parse_id_list(v, int(lines[i]), source, name) for i, v in enumerate(columns[name])]
