@@ -139,20 +139,28 @@ def test_prefill_with_batch_and_context_by_hand():
 # ------------------------------------------------------------------ KV fit warning
 
 
-def test_warns_once_when_the_batch_kv_cannot_fit():
+def test_warns_once_when_a_sequence_kv_cannot_fit():
     m = RooflineCostModel()
     # (80e9 * 0.9 - 16,060,522,496 - 2e9) / 131,072 B = 411,525.65 tokens of KV fit
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        m.step_time_ms(0, 0, 100, 411_525)  # fits: no warning
-    with pytest.warns(UserWarning, match="411,526 tokens, more than the 411,526 that fit") as record:
-        m.step_time_ms(0, 0, 100, 411_526)
-        m.step_time_ms(0, 0, np.array([100]), np.array([900_000]))
-        m.step_time_ms(300_000, 0, 1, 200_000)  # prefill tokens count too
-    assert len([w for w in record if "KV cache" in str(w.message)]) == 1
+        m.step_time_ms(0, 0, 1, 411_525)  # one sequence that fits
+        # 128 x 3,500 = 448,000 context tokens: may fit through shared prefixes
+        m.step_time_ms(0, 0, 128, 448_000)
+        m.step_time_ms(1_000, prefill_attention_pairs(1_000, 410_000), 0, 0)  # 411,000 fit
+    with pytest.warns(UserWarning, match="at least 411,526 tokens of KV") as record:
+        m.step_time_ms(0, 0, 1, 411_526)  # one sequence longer than the budget
+        m.step_time_ms(0, 0, np.array([2]), np.array([900_000]))
+        m.step_time_ms(300_000, 0, 1, 200_000)
+    assert len([w for w in record if "KV" in str(w.message)]) == 1  # once per model
+    # prefill: 2,000 new tokens after 410,000 cached = 412,000 (A / P - (P + 1) / 2 = 410,000)
     fresh = RooflineCostModel()
-    with pytest.warns(UserWarning, match="500,000 tokens"):
-        fresh.step_time_ms(np.array([0, 100_000]), 0, 1, np.array([0, 400_000]))
+    with pytest.warns(UserWarning, match="at least 412,000 tokens"):
+        fresh.step_time_ms(2_000, prefill_attention_pairs(2_000, 410_000), 0, 0)
+    # the vectorised decode path of the engine checks too
+    jump = RooflineCostModel()
+    with pytest.warns(UserWarning, match="at least 500,000 tokens"):
+        jump._decode_dt(np.array([1, 2]), np.array([10, 1_000_000]))
 
 
 # ------------------------------------------------------------------ linear

@@ -107,8 +107,11 @@ class RooflineCostModel:
     1116 ms (measured ~12 / 44 / 200 / 1113); ``"v0.1"`` keeps the earlier
     factors (mfu 0.45, mbu 0.8, overhead 0.5 ms), still the default on
     other GPUs. :meth:`calibrate` fits them
-    to your own measurements. A step whose KV (``C + P`` tokens) cannot fit
-    the GPU's KV budget warns once per model.
+    to your own measurements. A step whose KV provably cannot fit the GPU's
+    KV budget (its new tokens plus one sequence's context exceed it, which no
+    prefix sharing can change) warns once per model; a batch whose summed
+    contexts exceed the budget is not flagged, since shared prefixes may
+    make it fit.
 
     **Limits.** A roofline is a lower bound on step time. It fits dense
     models well (see ``mbu``) but is optimistic where real kernels are far
@@ -255,19 +258,37 @@ class RooflineCostModel:
         else:
             self._comm_fixed_s = 0.0
             self._comm_per_token_s = 0.0
-        # tokens of KV the GPU can hold (C + P above this warns once)
+        # tokens of KV the GPU can hold (see _kv_floor: above this warns once)
         budget = gs.hbm_gb * 1e9 * self.gpu_memory_utilization
         free = budget - self.weight_bytes / tp - self.activation_reserve_gb * 1e9
         # (when the weights do not fit, kv_capacity_blocks raises and steps are what-ifs)
         self._kv_limit_tokens = free / self._kv_gpu if free > 0 else float("inf")
         self._warned_kv = False
 
+    def _check_kv(self, p: Any, a: Any, d: Any, c: Any) -> None:
+        """Warn once when the step's KV provably exceeds the GPU's budget.
+
+        ``C + P`` counts a shared prefix once per sequence that reads it, so
+        it may exceed what prefix caching actually holds. What no sharing
+        can shrink: the new tokens ``P`` plus the longest context of any one
+        sequence, which is at least the mean decode context ``C / D`` and
+        the mean cached context of the prefill chunks, ``A / P - (P + 1) / 2``.
+        """
+        p, a, d, c = (np.asarray(x, dtype=np.float64) for x in (p, a, d, c))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            pre = np.where(p > 0, np.maximum(a / p - (p + 1.0) / 2.0, 0.0), 0.0)
+            dec = np.where(d > 0, c / d, 0.0)
+        floor = p + np.maximum(pre, dec)
+        if floor.size and float(floor.max()) > self._kv_limit_tokens:
+            self._warn_kv(float(floor.max()))
+
     def _warn_kv(self, tokens: float) -> None:
         if self._warned_kv:
             return
         self._warned_kv = True
         warnings.warn(
-            f"{self!r} priced a step whose KV cache holds {tokens:,.0f} tokens, more than "
+            f"{self!r} priced a step holding at least {tokens:,.0f} tokens of KV (new tokens plus "
+            f"one sequence's context, whatever the prefix sharing), more than "
             f"the {self._kv_limit_tokens:,.0f} that fit in {self.gpu_spec.name} HBM after "
             f"weights (gpu_memory_utilization={self.gpu_memory_utilization:g}); the step "
             "time is a what-if (warned once per model)",
@@ -355,8 +376,9 @@ class RooflineCostModel:
             # Scalar fast path (the simulator prices one step at a time): the
             # same IEEE operations in the same order as the array path below,
             # so both give bit-identical results (tested).
-            if c + p > self._kv_limit_tokens:
-                self._warn_kv(c + p)
+            lim = self._kv_limit_tokens
+            if (p + c > lim or a > (lim - p) * p) and not self._warned_kv:
+                self._check_kv(p, a, d, c)
             return self._step_scalar(float(p), float(a), float(d), float(c))
         args = []
         for name, value in zip(
@@ -371,10 +393,8 @@ class RooflineCostModel:
                 raise ValueError(f"{name} must be finite and >= 0, got min {shown!r}")
             args.append(arr)
         p, a, d, c = args
-        if p.size and c.size:
-            most = float(np.max(c + p))
-            if most > self._kv_limit_tokens:
-                self._warn_kv(most)
+        if not self._warned_kv:
+            self._check_kv(p, a, d, c)
         n = p + d
         compute = (self._flops_per_token * n + self._flops_per_pair * (a + c)) / self._flops_per_s
         if self.model_spec.is_moe:
@@ -422,8 +442,8 @@ class RooflineCostModel:
         append = ends.append
         cs = map(float, range(s, s + b * k, b)) if b > 0 else [float(s)] * k
         c0, c1 = float(s), float(s + b * (k - 1))
-        if c1 > self._kv_limit_tokens:
-            self._warn_kv(c1)
+        if b > 0 and c1 / b > self._kv_limit_tokens:
+            self._warn_kv(c1 / b)
         if (fn + fpp * c0) / fps < (weights + kv * c0) / bps * (1.0 - 1e-9) and (
             fn + fpp * c1
         ) / fps < (weights + kv * c1) / bps * (1.0 - 1e-9):
@@ -449,8 +469,8 @@ class RooflineCostModel:
         """
         n = b.astype(np.float64)
         c = c.astype(np.float64)
-        if c.size and float(c.max()) > self._kv_limit_tokens:
-            self._warn_kv(float(c.max()))
+        if c.size and not self._warned_kv:
+            self._check_kv(0.0, 0.0, n, c)
         compute = (self._flops_per_token * n + self._flops_per_pair * c) / self._flops_per_s
         if self.model_spec.is_moe:
             touched = 1.0 - np.power(self._miss, n)
