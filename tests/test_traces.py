@@ -384,3 +384,11 @@ def test_unreachable_server_says_where_to_put_the_file(sandbox, monkeypatch):
     fake_trace(monkeypatch, url, sha(TRACE_TEXT))
     with pytest.raises(TraceNotFoundError, match="INFERASIM_TRACE_DIR"):
         traces.download_trace("conversation", retries=0)
+
+
+def test_checkout_dir_is_the_repository_root():
+    # an editable install runs from this checkout: traces/ beside pyproject.toml is searched
+    # (after the move into inferasim/workload/ it pointed at inferasim/ and found nothing)
+    root = Path(__file__).resolve().parents[1]
+    assert traces.checkout_dir() == root
+    assert root / "traces" in traces.trace_dirs()
