@@ -29,6 +29,25 @@ def _describe(args: argparse.Namespace) -> int:
     return 0
 
 
+def _traces(args: argparse.Namespace) -> int:
+    """``inferasim traces``: each known trace, where it was found or where to put it."""
+    from inferasim.workload.traces import list_traces, trace_dirs
+
+    table = list_traces()
+    for name, row in table.iterrows():
+        aliases = f" (alias {row['aliases']})" if row["aliases"] else ""
+        print(f"{name}{aliases}: {row['file']}, {row['requests']:,} requests")
+        if row["found"]:
+            print(f"  found: {row['found']} (verified: {row['verified']})")
+        else:
+            print(f"  not found; download: {row['url']}")
+        print(f"  sha256: {row['sha256'] or 'not pinned (printed on download)'}")
+    print("searched, in order (put missing files in any; $INFERASIM_TRACE_DIR first):")
+    for d in trace_dirs():
+        print(f"  {d}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``inferasim`` command.
 
@@ -44,6 +63,9 @@ def build_parser() -> argparse.ArgumentParser:
     describe = sub.add_parser("describe", help="print a workload's summary table")
     add_workload_arguments(describe)
     describe.set_defaults(func=_describe)
+    sub.add_parser("traces", help="list the known traces and where each is").set_defaults(
+        func=_traces
+    )
     for name, (module, help_text) in _EXTERNAL.items():
         try:
             mod = import_module(module)

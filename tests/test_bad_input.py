@@ -196,7 +196,8 @@ def test_infinite_timestamp(tmp_path):
         ({"a": 1}, "must be a list of integers"),
         ([[0]], "found [0]"),
         ([2**63], "64-bit"),
-        ([-(2**63) - 1], "must be a list of integers"),  # orjson reads it as a float
+        ([-(2**63) - 1], "outside the 64-bit integer range"),  # orjson reads it as a float (issue 12)
+        ([2**70], "outside the 64-bit integer range"),
     ],
 )
 def test_bad_hash_ids(tmp_path, value, words):

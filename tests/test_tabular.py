@@ -162,10 +162,14 @@ def test_json_lines_of_objects_with_hash_ids():
 # ------------------------------------------------------------ other columns
 
 
-def test_extra_columns_kept_and_typed_reserved_dropped():
-    wl = read_quiet("time,isl,osl,session,weight,tenant,line,request_id\n"
-                    "0,10,1,a,1.5,3,99,7\n1,20,2,b,2,4,98,8\n")
+def test_extra_columns_kept_and_typed_reserved_renamed():
+    # issue 12 class 6: reserved names used to be dropped without a word
+    with pytest.warns(UserWarning, match="reserved") as record:
+        wl = read("time,isl,osl,session,weight,tenant,line,request_id\n"
+                  "0,10,1,a,1.5,3,99,7\n1,20,2,b,2,4,98,8\n")
+    assert {"'line'", "'request_id'"} <= {w for r in record for w in str(r.message).split() if w.startswith("'")}
     f = wl.frame
+    assert f["user_line"].tolist() == [99, 98] and f["user_request_id"].tolist() == [7, 8]
     assert f["session"].tolist() == ["a", "b"]
     assert f["weight"].dtype == np.float64 and f["weight"].tolist() == [1.5, 2.0]
     assert f["tenant"].dtype == np.int64

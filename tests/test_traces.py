@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import http.server
 import json
+import os
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -26,6 +31,12 @@ def sandbox(tmp_path, monkeypatch):
     monkeypatch.chdir(cwd)
     monkeypatch.setattr(traces, "cache_dir", lambda: cache)
     monkeypatch.setattr(traces, "checkout_dir", lambda: None)
+    # In this world the published "conversation" trace is TRACE_TEXT: the search
+    # tests below put copies of it around, and a found copy is now verified
+    # against the pinned sha256 (issue 12 item 3).
+    real = traces.TRACES["conversation"]
+    fake = traces.TraceInfo(real.name, real.filename, 2, sha(TRACE_TEXT), real.url)
+    monkeypatch.setitem(traces.TRACES, "conversation", fake)
     return tmp_path
 
 
@@ -126,9 +137,14 @@ def test_unknown_name():
         traces.find_trace("chat")
 
 
-def test_registry_knows_the_three_traces():
+def test_registry_knows_the_four_traces():
+    # arxiv (alias mooncake) and toolagent: 23,608 requests each (dataset card of
+    # the Hugging Face conversion valeriol29/mooncake-traces)
     assert {n: t.requests for n, t in traces.TRACES.items()} == {
-        "conversation": 12_031, "synthetic": 3_993, "toolagent": 23_608}
+        "conversation": 12_031, "synthetic": 3_993, "toolagent": 23_608,
+        "arxiv": 23_608, "mooncake": 23_608}
+    assert traces.TRACES["mooncake"] is traces.TRACES["arxiv"]
+    assert traces.TRACES["arxiv"].url.endswith("/FAST25-release/arxiv-trace/mooncake_trace.jsonl")
     for info in traces.TRACES.values():
         assert info.url.endswith("/" + info.filename)
         assert info.url.startswith("https://")
@@ -205,3 +221,174 @@ def test_unpinned_download_warns_with_checksum(sandbox, monkeypatch):
     with pytest.warns(UserWarning, match=sha(TRACE_TEXT)):
         got = traces.find_trace("toolagent")
     assert got.read_text() == TRACE_TEXT
+
+
+# ------------------------------------------------------ verification wherever found
+
+
+def test_edited_local_copy_is_an_error_naming_the_file_and_the_fix(sandbox):
+    # a truncated copy (first line only) where the search finds it first
+    bad = put(sandbox / "work" / "main" / "traces", text=TRACE_TEXT.splitlines(True)[0])
+    with pytest.raises(traces.TraceChecksumError) as info:
+        traces.find_trace("conversation")
+    msg = str(info.value)
+    assert str(bad) in msg and sha(bad.read_text()) in msg and "verify=False" in msg
+    assert "Delete it" in msg and traces.TRACES["conversation"].url in msg
+    with pytest.raises(traces.TraceChecksumError):
+        Workload.from_mooncake("conversation")
+    # the explicit opt-out loads the one-request copy as is
+    assert len(Workload.from_mooncake("conversation", verify=False)) == 1
+
+
+def test_verdict_is_cached_by_path_size_and_mtime(sandbox):
+    good = put(sandbox / "work" / "main" / "traces")
+    assert traces.find_trace("conversation") == good
+    stored = json.loads((sandbox / "cache" / "traces" / "verified.json").read_text())
+    assert stored[str(good.resolve())]["sha256"] == sha(TRACE_TEXT)
+    # same size, same mtime, other bytes: the cached verdict stands (what the cache keys on)
+    st = good.stat()
+    good.write_text(TRACE_TEXT.replace('"output_length": 2', '"output_length": 9'))
+    os.utime(good, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert good.stat().st_size == st.st_size
+    traces._VERDICTS.clear()  # a new process: the verdict comes from verified.json
+    assert traces.find_trace("conversation") == good
+    # touching the file invalidates the verdict and the edit is caught
+    os.utime(good, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000))
+    with pytest.raises(traces.TraceChecksumError):
+        traces.find_trace("conversation")
+
+
+def test_folder_named_like_a_trace_does_not_shadow_it(sandbox):
+    (sandbox / "work" / "main" / "conversation").mkdir()  # ./conversation/ in the cwd
+    put(sandbox / "work" / "main" / "traces" / "conversation_trace.jsonl")  # a folder here too
+    good = put(sandbox / "work" / "shared" / "traces")
+    assert traces.find_trace("conversation") == good
+    assert len(Workload.from_mooncake("conversation")) == 2
+    from inferasim.workload.loaders import load_workload
+
+    assert len(load_workload("conversation")) == 2
+
+
+def test_arxiv_trace_by_name_and_alias_downloads_unpinned_with_a_warning(sandbox, monkeypatch):
+    src = put(sandbox / "upstream", "mooncake_trace.jsonl")
+    real = traces.TRACES["arxiv"]
+    info = traces.TraceInfo("arxiv", real.filename, 2, None, src.as_uri(), aliases=("mooncake",))
+    monkeypatch.setitem(traces.TRACES, "arxiv", info)
+    monkeypatch.setitem(traces.TRACES, "mooncake", info)
+    with pytest.warns(UserWarning, match=sha(TRACE_TEXT)):
+        wl = Workload.from_mooncake("mooncake")
+    assert len(wl) == 2
+    assert (sandbox / "cache" / "traces" / "mooncake_trace.jsonl").read_text() == TRACE_TEXT
+    assert traces.find_trace("arxiv", download=False).name == "mooncake_trace.jsonl"
+
+
+def test_cli_traces_lists_where_each_trace_is(sandbox, capsys):
+    from inferasim.cli import main
+
+    found = put(sandbox / "work" / "main" / "traces")
+    assert main(["traces"]) == 0
+    out = capsys.readouterr().out
+    assert f"found: {found}" in out
+    for name in ("conversation", "synthetic", "toolagent", "arxiv (alias mooncake)"):
+        assert name in out
+    assert "not found; download: " + traces.TRACES["arxiv"].url in out
+    assert str(sandbox / "cache" / "traces") in out  # where to put a missing one
+
+
+# ------------------------------------------------------------ real HTTP on 127.0.0.1
+
+
+@contextlib.contextmanager
+def http_server(body: bytes, *, trickle_s: float | None = None):
+    """Serve ``body`` on 127.0.0.1; with ``trickle_s``, one byte every ``trickle_s`` seconds."""
+    stop = threading.Event()
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            try:
+                if trickle_s is None:
+                    self.wfile.write(body)
+                    return
+                for i in range(len(body)):
+                    if stop.wait(trickle_s):
+                        return
+                    self.wfile.write(body[i : i + 1])
+                    self.wfile.flush()
+            except (BrokenPipeError, ConnectionResetError):
+                return
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/trace.jsonl"
+    finally:
+        stop.set()
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)
+
+
+def test_http_download_is_verified_and_found(sandbox, monkeypatch):
+    with http_server(TRACE_TEXT.encode()) as url:
+        fake_trace(monkeypatch, url, sha(TRACE_TEXT))
+        got = traces.find_trace("conversation")
+    assert got.read_text() == TRACE_TEXT
+    assert traces.find_trace("conversation", download=False) == got
+
+
+def test_http_checksum_mismatch_keeps_nothing(sandbox, monkeypatch):
+    with http_server(TRACE_TEXT.encode()) as url:
+        fake_trace(monkeypatch, url, "1" * 64)
+        with pytest.raises(ValueError, match="sha256 mismatch"):
+            traces.download_trace("conversation", retries=0)
+    assert not (sandbox / "cache" / "traces" / "conversation_trace.jsonl").exists()
+
+
+def test_trickling_server_hits_the_deadline(sandbox, monkeypatch):
+    # 1 byte every 0.2 s: never idle long enough for a socket timeout, so only an
+    # overall deadline ends it
+    with http_server(TRACE_TEXT.encode(), trickle_s=0.2) as url:
+        fake_trace(monkeypatch, url, sha(TRACE_TEXT))
+        t0 = time.monotonic()
+        with pytest.raises(TraceNotFoundError) as info:
+            traces.download_trace("conversation", timeout_s=1.5, min_rate=0, retries=0)
+        elapsed = time.monotonic() - t0
+    assert elapsed < 4
+    msg = str(info.value)
+    assert "too slow" in msg and "not finished within 1.5 s" in msg
+    assert str(sandbox / "cache" / "traces") in msg  # still says where to put the file
+    assert list((sandbox / "cache" / "traces").iterdir()) == []
+
+
+def test_trickling_server_is_below_the_minimum_rate(sandbox, monkeypatch):
+    monkeypatch.setattr(traces, "DOWNLOAD_GRACE_S", 0.5)
+    with http_server(TRACE_TEXT.encode(), trickle_s=0.1) as url:
+        fake_trace(monkeypatch, url, sha(TRACE_TEXT))
+        t0 = time.monotonic()
+        with pytest.raises(TraceNotFoundError, match=r"below the minimum rate of 1,000 bytes/s"):
+            traces.download_trace("conversation", timeout_s=60, min_rate=1000, retries=2)
+        assert time.monotonic() - t0 < 3  # a too-slow transfer is not retried
+
+
+def test_unreachable_server_says_where_to_put_the_file(sandbox, monkeypatch):
+    with http_server(b"") as url:
+        pass  # the port is closed again: connection refused
+    fake_trace(monkeypatch, url, sha(TRACE_TEXT))
+    with pytest.raises(TraceNotFoundError, match="INFERASIM_TRACE_DIR"):
+        traces.download_trace("conversation", retries=0)
+
+
+def test_checkout_dir_is_the_repository_root():
+    # an editable install runs from this checkout: traces/ beside pyproject.toml is searched
+    # (after the move into inferasim/workload/ it pointed at inferasim/ and found nothing)
+    root = Path(__file__).resolve().parents[1]
+    assert traces.checkout_dir() == root
+    assert root / "traces" in traces.trace_dirs()

@@ -85,9 +85,16 @@ def check_capacity(capacity: object, name: str = "capacity") -> int:
     ...
     ValueError: capacity must be a non-negative whole number of blocks, got -1
     """
-    ok = isinstance(capacity, numbers.Integral) and not isinstance(capacity, bool)
+    if isinstance(capacity, (bool, np.bool_)):  # True is not "1 block"
+        raise ValueError(f"{name} must be a whole number of blocks, not a bool ({capacity!r})")
+    ok = isinstance(capacity, numbers.Integral)
     if isinstance(capacity, numbers.Real) and not ok:
         ok = bool(np.isfinite(float(capacity))) and float(capacity).is_integer()
     if not ok or int(capacity) < 0:  # type: ignore[call-overload]
         raise ValueError(f"{name} must be a non-negative whole number of blocks, got {capacity!r}")
+    if int(capacity) >= 2**62:  # type: ignore[call-overload]
+        raise ValueError(
+            f"{name} {capacity!r} is beyond 2**62 blocks; any capacity of at least the "
+            "workload's unique block count already behaves as an infinite cache"
+        )
     return int(capacity)  # type: ignore[call-overload]

@@ -23,14 +23,26 @@ presets lives in :mod:`inferasim.sim.roofline`.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import numpy as np
 
 __all__ = ["CostModel", "LinearCostModel", "prefill_attention_pairs"]
 
+if TYPE_CHECKING:
+    from inferasim.sim.calibrate import Calibration
+
 ArrayLike = float | np.ndarray
+
+_LINEAR_TERMS = (
+    "overhead_ms",
+    "prefill_token_ms",
+    "prefill_attention_ms",
+    "decode_seq_ms",
+    "decode_context_ms",
+)
 
 
 @runtime_checkable
@@ -145,6 +157,84 @@ class LinearCostModel:
             + self.decode_seq_ms * decode_seqs
             + self.decode_context_ms * decode_context
         )
+
+    @classmethod
+    def fit(
+        cls,
+        measurements: Any,
+        *,
+        parameters: Sequence[str] = _LINEAR_TERMS,
+        kv_blocks: int | None = None,
+    ) -> Calibration:
+        """Fit the coefficients to measured step times by non-negative least squares.
+
+        Minimises the sum of squared *relative* errors (each row divided by
+        its measured time) with every coefficient ``>= 0``
+        (:func:`scipy.optimize.nnls`); coefficients not named stay 0.
+
+        Parameters
+        ----------
+        measurements : DataFrame or iterable of dicts
+            Rows ``kind, tokens, batch, context, ms``; see
+            :mod:`inferasim.sim.calibrate`.
+        parameters : sequence of str, default all five
+            Which coefficients to fit.
+        kv_blocks : int, optional
+            Passed to the fitted model.
+
+        Returns
+        -------
+        Calibration
+            ``.model`` the fitted model, ``.report`` per point (``before_*``
+            columns against the class defaults), ``.params``.
+
+        Raises
+        ------
+        ValueError
+            On bad measurements, an unknown parameter name, or a fit whose
+            steps would take no time.
+
+        Examples
+        --------
+        >>> rows = [{"kind": "prefill", "tokens": 1000, "ms": 12.0},
+        ...         {"kind": "decode", "batch": 1, "ms": 2.5},
+        ...         {"kind": "decode", "batch": 9, "ms": 6.5}]
+        >>> fit = LinearCostModel.fit(rows, parameters=["overhead_ms", "prefill_token_ms",
+        ...                                             "decode_seq_ms"])
+        >>> {k: round(v, 6) for k, v in fit.params.items()}  # 2 + 0.5 b; 2 + 0.01 t
+        {'overhead_ms': 2.0, 'prefill_token_ms': 0.01, 'decode_seq_ms': 0.5}
+        """
+        from scipy.optimize import nnls
+
+        from inferasim.sim.calibrate import (
+            Calibration,
+            check_names,
+            measurements_frame,
+            report_frame,
+            step_arguments,
+        )
+
+        names = check_names(parameters, _LINEAR_TERMS, "LinearCostModel.fit")
+        df = measurements_frame(measurements)
+        p, a, d, c = step_arguments(df)
+        measured = df["ms"].to_numpy(dtype=np.float64)
+        features = {
+            "overhead_ms": np.ones_like(measured),
+            "prefill_token_ms": p,
+            "prefill_attention_ms": a,
+            "decode_seq_ms": d,
+            "decode_context_ms": c,
+        }
+        x = np.column_stack([features[n] for n in names]) / measured[:, None]
+        scale = np.abs(x).max(axis=0)
+        scale[scale == 0] = 1.0
+        coef, _ = nnls(x / scale, np.ones_like(measured))
+        params = {n: float(v) for n, v in zip(names, coef / scale, strict=True)}
+        full = {n: params.get(n, 0.0) for n in _LINEAR_TERMS}
+        model = cls(**full, kv_blocks=kv_blocks)
+        predicted = np.asarray(model.step_time_ms(p, a, d, c), dtype=np.float64)
+        before = np.asarray(cls().step_time_ms(p, a, d, c), dtype=np.float64)
+        return Calibration(model, report_frame(df, predicted, before), params)
 
     def kv_capacity_blocks(self, block_size: int) -> int | None:
         """The ``kv_blocks`` given at construction (None if not given).

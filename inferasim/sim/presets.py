@@ -18,7 +18,20 @@ from __future__ import annotations
 import difflib
 from dataclasses import dataclass
 
-__all__ = ["GPUS", "MODELS", "GPUSpec", "ModelSpec", "get_gpu", "get_model"]
+__all__ = [
+    "CALIBRATIONS",
+    "DEFAULT_CALIBRATION",
+    "DEFAULT_CALIBRATIONS",
+    "GPUS",
+    "MODELS",
+    "Efficiency",
+    "default_calibration",
+    "GPUSpec",
+    "ModelSpec",
+    "get_calibration",
+    "get_gpu",
+    "get_model",
+]
 
 
 @dataclass(frozen=True)
@@ -417,3 +430,99 @@ def get_gpu(gpu: str | GPUSpec) -> GPUSpec:
     3.35
     """
     return _lookup("gpu", GPUS, gpu, GPUSpec)  # type: ignore[return-value]
+
+
+@dataclass(frozen=True)
+class Efficiency:
+    """Named efficiency factors of the roofline model (a calibration).
+
+    Parameters
+    ----------
+    name : str
+        The name ``RooflineCostModel(..., calibration=name)`` accepts.
+    mfu, mbu : float
+        Fractions of peak FLOPs and HBM bandwidth achieved.
+    overhead_ms : float
+        Fixed cost per step.
+    attention_efficiency : float, optional
+        Fraction of peak FLOPs achieved by attention (QK^T and AV); None
+        means the same as ``mfu``.
+    source : str
+        Where the numbers come from.
+
+    Examples
+    --------
+    >>> CALIBRATIONS["v0.1"].mfu
+    0.45
+    """
+
+    name: str
+    mfu: float
+    mbu: float
+    overhead_ms: float
+    attention_efficiency: float | None = None
+    source: str = ""
+
+
+CALIBRATIONS: dict[str, Efficiency] = {
+    e.name: e
+    for e in (
+        # The efficiencies of inferasim 0.1: mfu from Megatron-LM's 413-430
+        # TFLOP/s per H100 on a Llama-3-style 8B model (swiss-ai Megatron-LM
+        # PR #29); mbu and overhead from vLLM's measured batch-1 decode of
+        # Llama-3.1-8B, 6.48 ms per token on an H100 (InferenceBench, vLLM
+        # 0.21). Prices prefill 40-60% slower than vLLM measures.
+        Efficiency("v0.1", 0.45, 0.8, 0.5, None, "Megatron-LM MFU; InferenceBench batch-1 decode"),
+        # Least-squares fit (RooflineCostModel.calibrate, relative residuals) of
+        # Llama-3.1-8B on one H100 SXM with vLLM to the seven points of
+        # inferasim.sim.calibrate.LLAMA31_8B_H100_VLLM (prefill 512/2k/8k/32k,
+        # batch-1 decode, TPOT at 32 and 128 sequences; AIConfigurator per-op
+        # data, BF16). tests/test_calibrate.py refits and checks these values.
+        Efficiency(
+            "v0.2",
+            0.7899,
+            0.9481,
+            1.2063,
+            0.6441,
+            "fit to AIConfigurator vLLM per-op data, Llama-3.1-8B on H100 SXM (BF16)",
+        ),
+    )
+}
+
+#: The calibration ``RooflineCostModel`` uses unless told otherwise, by GPU
+#: preset: v0.2 was fitted on an H100 SXM only (its mbu of 0.948 would price an
+#: A100-40GB batch-1 decode of Llama-3.1-8B at 82 tokens/s against ~75
+#: measured), so every other GPU keeps v0.1 until measured.
+DEFAULT_CALIBRATIONS: dict[str, str] = {"h100-80gb": "v0.2"}
+DEFAULT_CALIBRATION = "v0.1"
+
+
+def default_calibration(gpu: GPUSpec) -> str:
+    """The calibration a GPU preset gets by default.
+
+    Examples
+    --------
+    >>> default_calibration(GPUS["h100-80gb"]), default_calibration(GPUS["a100-80gb"])
+    ('v0.2', 'v0.1')
+    """
+    for key, name in DEFAULT_CALIBRATIONS.items():
+        if GPUS.get(key) is gpu or GPUS.get(key) == gpu:
+            return name
+    return DEFAULT_CALIBRATION
+
+
+def get_calibration(name: str) -> Efficiency:
+    """A calibration by name.
+
+    Examples
+    --------
+    >>> get_calibration("v0.2").name
+    'v0.2'
+    >>> get_calibration("v9")
+    Traceback (most recent call last):
+    ...
+    ValueError: unknown calibration 'v9'; known: ['v0.1', 'v0.2']
+    """
+    if name not in CALIBRATIONS:
+        raise ValueError(f"unknown calibration {name!r}; known: {sorted(CALIBRATIONS)}")
+    return CALIBRATIONS[name]

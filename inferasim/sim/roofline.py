@@ -7,12 +7,28 @@ every formula and assumption.
 from __future__ import annotations
 
 import math
+import warnings
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from inferasim.sim.calibrate import (
+    Calibration,
+    check_names,
+    measurements_frame,
+    report_frame,
+    step_arguments,
+)
 from inferasim.sim.cost import ArrayLike, prefill_attention_pairs
-from inferasim.sim.presets import GPUSpec, ModelSpec, get_gpu, get_model
+from inferasim.sim.presets import (
+    GPUSpec,
+    ModelSpec,
+    default_calibration,
+    get_calibration,
+    get_gpu,
+    get_model,
+)
 
 __all__ = ["RooflineCostModel"]
 
@@ -31,8 +47,11 @@ class RooflineCostModel:
 
     **compute** (seconds)::
 
-        (2 * active_params * N + attention_flops_per_pair * (A + C))
+        (2 * active_params * N + attention_flops_per_pair * (A + C) * mfu / attention_efficiency)
         / (tp * peak_flops * mfu)
+
+    i.e. the weight GEMMs run at ``mfu`` of peak and attention at
+    ``attention_efficiency`` of peak (equal to ``mfu`` unless set).
 
     ``2 * active_params`` FLOPs per token (multiply and add per weight; for
     MoE the *active* parameters; the input-embedding lookup is counted like a
@@ -79,6 +98,21 @@ class RooflineCostModel:
     weight_bytes - tp * activation_reserve) / (kv_bytes_per_token *
     block_size))``. Weights count in full (all experts) for MoE.
 
+    **Calibration.** ``mfu``, ``mbu``, ``overhead_ms`` and
+    ``attention_efficiency`` default to a named set of efficiencies
+    (:data:`~inferasim.sim.presets.CALIBRATIONS`): ``"v0.2"`` (default on
+    the H100 preset) is
+    fitted to vLLM measurements of Llama-3.1-8B on an H100 SXM (BF16) and
+    prices its prefills of 512 / 2k / 8k / 32k tokens at 11.8 / 45.0 / 197 /
+    1116 ms (measured ~12 / 44 / 200 / 1113); ``"v0.1"`` keeps the earlier
+    factors (mfu 0.45, mbu 0.8, overhead 0.5 ms), still the default on
+    other GPUs. :meth:`calibrate` fits them
+    to your own measurements. A step whose KV provably cannot fit the GPU's
+    KV budget (its new tokens plus one sequence's context exceed it, which no
+    prefix sharing can change) warns once per model; a batch whose summed
+    contexts exceed the budget is not flagged, since shared prefixes may
+    make it fit.
+
     **Limits.** A roofline is a lower bound on step time. It fits dense
     models well (see ``mbu``) but is optimistic where real kernels are far
     from peak: small-batch MoE decode (DeepSeek-V3 on 8 H200s prices a
@@ -99,20 +133,27 @@ class RooflineCostModel:
         Bytes per weight; default the checkpoint's (2, or 1 for DeepSeek-V3).
     kv_dtype_bytes : int, default 2
         Bytes per KV-cache value (2 for BF16, 1 for an FP8 cache).
-    mfu : float, default 0.45
-        Fraction of peak FLOPs achieved. Megatron-LM reaches 413-430 TFLOP/s
-        per H100 on a Llama-3-style 8B model (42-43% of 989.4; swiss-ai
-        Megatron-LM PR #29), the same GEMM shapes as a large prefill.
-    mbu : float, default 0.8
-        Fraction of peak HBM bandwidth achieved. With ``overhead_ms=0.5`` this
-        reproduces vLLM's measured batch-1 decode of Llama-3.1-8B: 6.48 ms per
-        token on an H100 (InferenceBench concurrency sweep, vLLM 0.21) against
-        6.5 ms here, and ~75 tokens/s on an A100-40GB at 1.555 TB/s
-        (johnmusgrave.com vLLM sweep, "77% of the bandwidth ceiling") against
-        13.5 ms (74 tokens/s) here.
-    overhead_ms : float, default 0.5
+    mfu : float, optional
+        Fraction of peak FLOPs achieved by the weight GEMMs (default: the
+        calibration's; v0.2 0.790, v0.1 0.45 from Megatron-LM's 413-430
+        TFLOP/s per H100 on a Llama-3-style 8B model).
+    mbu : float, optional
+        Fraction of peak HBM bandwidth achieved (default: the calibration's;
+        v0.2 0.948, v0.1 0.8). v0.1 reproduced vLLM's batch-1 decode of
+        Llama-3.1-8B, 6.48 ms on an H100 (InferenceBench, vLLM 0.21), and ~75
+        tokens/s on an A100-40GB (johnmusgrave.com vLLM sweep); v0.2 fits the
+        AIConfigurator data's 6.2 ms.
+    overhead_ms : float, optional
         Fixed cost per step (scheduler, sampling, kernel launches with CUDA
-        graphs).
+        graphs); default the calibration's.
+    attention_efficiency : float, optional
+        Fraction of peak FLOPs achieved by attention; default the
+        calibration's (v0.2 0.644; v0.1 none, i.e. ``mfu``).
+    calibration : str, optional
+        Name of the efficiency set (:data:`~inferasim.sim.presets.CALIBRATIONS`)
+        that fills the four factors above when they are not given; default
+        ``"v0.2"`` on the H100 preset (where it was measured) and ``"v0.1"``
+        on every other GPU.
     gpu_memory_utilization : float, default 0.9
         Share of HBM the engine may use (vLLM's flag of the same name).
     activation_reserve_gb : float, default 2.0
@@ -123,15 +164,17 @@ class RooflineCostModel:
 
     Examples
     --------
-    >>> m = RooflineCostModel("llama-3.1-8b", "h100-80gb")
+    >>> m = RooflineCostModel("llama-3.1-8b", "h100-80gb", calibration="v0.1")
     >>> m
-    RooflineCostModel(model='llama-3.1-8b', gpu='h100-80gb', tp=1, mfu=0.45, mbu=0.8, overhead_ms=0.5)
+    RooflineCostModel(model='llama-3.1-8b', gpu='h100-80gb', tp=1, mfu=0.45, mbu=0.8, overhead_ms=0.5, calibration='v0.1')
     >>> round(m.step_time_ms(0, 0, 1, 2048), 2)  # one decode token, 2k context
     6.59
     >>> m.step_time_ms(0, 0, np.array([1, 64]), np.array([2048, 64 * 2048])).round(2)
     array([ 6.59, 12.9 ])
     >>> m.kv_capacity_blocks(512)
     803
+    >>> RooflineCostModel().mfu == RooflineCostModel(calibration="v0.2").mfu
+    True
     """
 
     def __init__(
@@ -142,21 +185,30 @@ class RooflineCostModel:
         tp: int = 1,
         dtype_bytes: int | None = None,
         kv_dtype_bytes: int = 2,
-        mfu: float = 0.45,
-        mbu: float = 0.8,
-        overhead_ms: float = 0.5,
+        mfu: float | None = None,
+        mbu: float | None = None,
+        overhead_ms: float | None = None,
         gpu_memory_utilization: float = 0.9,
         activation_reserve_gb: float = 2.0,
         allreduce_latency_us: float = 5.0,
+        attention_efficiency: float | None = None,
+        calibration: str | None = None,
     ) -> None:
+        if calibration is None:
+            calibration = default_calibration(get_gpu(gpu))
+        cal = get_calibration(calibration)
+        self.calibration = calibration
         self.model = model
         self.gpu = gpu
         self.tp = tp
         self.dtype_bytes = dtype_bytes
         self.kv_dtype_bytes = kv_dtype_bytes
-        self.mfu = mfu
-        self.mbu = mbu
-        self.overhead_ms = overhead_ms
+        self.mfu = cal.mfu if mfu is None else mfu
+        self.mbu = cal.mbu if mbu is None else mbu
+        self.overhead_ms = cal.overhead_ms if overhead_ms is None else overhead_ms
+        if attention_efficiency is None:
+            attention_efficiency = cal.attention_efficiency
+        self.attention_efficiency = attention_efficiency
         self.gpu_memory_utilization = gpu_memory_utilization
         self.activation_reserve_gb = activation_reserve_gb
         self.allreduce_latency_us = allreduce_latency_us
@@ -169,8 +221,10 @@ class RooflineCostModel:
             value = getattr(self, name)
             if value is not None and value not in (1, 2, 4):
                 raise ValueError(f"{name} must be 1, 2 or 4 bytes, got {value!r}")
-        for name in ("mfu", "mbu", "gpu_memory_utilization"):
+        for name in ("mfu", "mbu", "gpu_memory_utilization", "attention_efficiency"):
             value = getattr(self, name)
+            if name == "attention_efficiency" and value is None:
+                continue
             if not (isinstance(value, int | float) and 0 < value <= 1):
                 raise ValueError(f"{name} must be a number in (0, 1], got {value!r}")
         for name in ("overhead_ms", "activation_reserve_gb", "allreduce_latency_us"):
@@ -187,7 +241,10 @@ class RooflineCostModel:
         self._flops_per_s = tp * tflops * 1e12 * self.mfu
         self._bytes_per_s = gs.hbm_tb_s * 1e12 * self.mbu
         self._flops_per_token = 2.0 * ms.active
-        self._flops_per_pair = float(ms.attention_flops_per_pair)
+        # attention runs at attention_efficiency of peak: scale its FLOPs by
+        # mfu / attention_efficiency (exactly 1.0 when they are equal or unset)
+        att = self.mfu if self.attention_efficiency is None else self.attention_efficiency
+        self._flops_per_pair = float(ms.attention_flops_per_pair) * (self.mfu / att)
         self._dense_bytes_gpu = ms.dense_params * b / tp
         self._expert_bytes_gpu = ms.expert_params * b / tp
         self._miss = 1.0 - ms.experts_per_token / ms.experts if ms.is_moe else 1.0
@@ -201,6 +258,43 @@ class RooflineCostModel:
         else:
             self._comm_fixed_s = 0.0
             self._comm_per_token_s = 0.0
+        # tokens of KV the GPU can hold (see _kv_floor: above this warns once)
+        budget = gs.hbm_gb * 1e9 * self.gpu_memory_utilization
+        free = budget - self.weight_bytes / tp - self.activation_reserve_gb * 1e9
+        # (when the weights do not fit, kv_capacity_blocks raises and steps are what-ifs)
+        self._kv_limit_tokens = free / self._kv_gpu if free > 0 else float("inf")
+        self._warned_kv = False
+
+    def _check_kv(self, p: Any, a: Any, d: Any, c: Any) -> None:
+        """Warn once when the step's KV provably exceeds the GPU's budget.
+
+        ``C + P`` counts a shared prefix once per sequence that reads it, so
+        it may exceed what prefix caching actually holds. What no sharing
+        can shrink: the new tokens ``P`` plus the longest context of any one
+        sequence, which is at least the mean decode context ``C / D`` and
+        the mean cached context of the prefill chunks, ``A / P - (P + 1) / 2``.
+        """
+        p, a, d, c = (np.asarray(x, dtype=np.float64) for x in (p, a, d, c))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            pre = np.where(p > 0, np.maximum(a / p - (p + 1.0) / 2.0, 0.0), 0.0)
+            dec = np.where(d > 0, c / d, 0.0)
+        floor = p + np.maximum(pre, dec)
+        if floor.size and float(floor.max()) > self._kv_limit_tokens:
+            self._warn_kv(float(floor.max()))
+
+    def _warn_kv(self, tokens: float) -> None:
+        if self._warned_kv:
+            return
+        self._warned_kv = True
+        warnings.warn(
+            f"{self!r} priced a step holding at least {tokens:,.0f} tokens of KV (new tokens plus "
+            f"one sequence's context, whatever the prefix sharing), more than "
+            f"the {self._kv_limit_tokens:,.0f} that fit in {self.gpu_spec.name} HBM after "
+            f"weights (gpu_memory_utilization={self.gpu_memory_utilization:g}); the step "
+            "time is a what-if (warned once per model)",
+            UserWarning,
+            stacklevel=3,
+        )
 
     @property
     def weight_dtype_bytes(self) -> int:
@@ -261,8 +355,8 @@ class RooflineCostModel:
         Examples
         --------
         >>> m = RooflineCostModel("llama-3.1-8b", "h100-80gb")
-        >>> round(m.step_time_ms(4096, prefill_attention_pairs(4096, 0), 0, 0), 1)
-        158.2
+        >>> round(m.step_time_ms(4096, prefill_attention_pairs(4096, 0), 0, 0), 1)  # v0.2
+        92.3
         >>> m.step_time_ms(-1, 0, 0, 0)
         Traceback (most recent call last):
         ...
@@ -282,6 +376,9 @@ class RooflineCostModel:
             # Scalar fast path (the simulator prices one step at a time): the
             # same IEEE operations in the same order as the array path below,
             # so both give bit-identical results (tested).
+            lim = self._kv_limit_tokens
+            if (p + c > lim or a > (lim - p) * p) and not self._warned_kv:
+                self._check_kv(p, a, d, c)
             return self._step_scalar(float(p), float(a), float(d), float(c))
         args = []
         for name, value in zip(
@@ -296,6 +393,8 @@ class RooflineCostModel:
                 raise ValueError(f"{name} must be finite and >= 0, got min {shown!r}")
             args.append(arr)
         p, a, d, c = args
+        if not self._warned_kv:
+            self._check_kv(p, a, d, c)
         n = p + d
         compute = (self._flops_per_token * n + self._flops_per_pair * (a + c)) / self._flops_per_s
         if self.model_spec.is_moe:
@@ -343,6 +442,8 @@ class RooflineCostModel:
         append = ends.append
         cs = map(float, range(s, s + b * k, b)) if b > 0 else [float(s)] * k
         c0, c1 = float(s), float(s + b * (k - 1))
+        if b > 0 and c1 / b > self._kv_limit_tokens:
+            self._warn_kv(c1 / b)
         if (fn + fpp * c0) / fps < (weights + kv * c0) / bps * (1.0 - 1e-9) and (
             fn + fpp * c1
         ) / fps < (weights + kv * c1) / bps * (1.0 - 1e-9):
@@ -368,6 +469,8 @@ class RooflineCostModel:
         """
         n = b.astype(np.float64)
         c = c.astype(np.float64)
+        if c.size and not self._warned_kv:
+            self._check_kv(0.0, 0.0, n, c)
         compute = (self._flops_per_token * n + self._flops_per_pair * c) / self._flops_per_s
         if self.model_spec.is_moe:
             touched = 1.0 - np.power(self._miss, n)
@@ -473,7 +576,109 @@ class RooflineCostModel:
             extra += f", dtype_bytes={self.dtype_bytes}"
         if self.kv_dtype_bytes != 2:
             extra += f", kv_dtype_bytes={self.kv_dtype_bytes}"
+        if self.attention_efficiency is not None:
+            extra += f", attention_efficiency={self.attention_efficiency:g}"
         return (
             f"RooflineCostModel(model={model!r}, gpu={gpu!r}, tp={self.tp}, mfu={self.mfu:g}, "
-            f"mbu={self.mbu:g}, overhead_ms={self.overhead_ms:g}{extra})"
+            f"mbu={self.mbu:g}, overhead_ms={self.overhead_ms:g}{extra}, "
+            f"calibration={self.calibration!r})"
         )
+
+    # ---------------------------------------------------------------- calibration
+    def _with(self, **changes: Any) -> RooflineCostModel:
+        kwargs: dict[str, Any] = {
+            "tp": self.tp,
+            "dtype_bytes": self.dtype_bytes,
+            "kv_dtype_bytes": self.kv_dtype_bytes,
+            "mfu": self.mfu,
+            "mbu": self.mbu,
+            "overhead_ms": self.overhead_ms,
+            "gpu_memory_utilization": self.gpu_memory_utilization,
+            "activation_reserve_gb": self.activation_reserve_gb,
+            "allreduce_latency_us": self.allreduce_latency_us,
+            "attention_efficiency": self.attention_efficiency,
+            "calibration": self.calibration,
+        }
+        kwargs.update(changes)
+        return RooflineCostModel(self.model, self.gpu, **kwargs)
+
+    def calibrate(
+        self,
+        measurements: Any,
+        *,
+        parameters: tuple[str, ...] | list[str] = ("mfu", "mbu", "overhead_ms"),
+        attention: bool = False,
+    ) -> Calibration:
+        """Fit efficiencies to measured step times by least squares.
+
+        Minimises the sum of squared *relative* errors (so a 6 ms decode step
+        weighs as much as a 1 s prefill) over the parameters named, starting
+        from this model's values and keeping each in its valid range (``mfu``,
+        ``mbu``, ``attention_efficiency`` in (0, 1], ``overhead_ms >= 0``),
+        with :func:`scipy.optimize.least_squares`. Everything else (model,
+        GPU, tp, dtypes, memory) is kept.
+
+        Parameters
+        ----------
+        measurements : DataFrame or iterable of dicts
+            Rows ``kind, tokens, batch, context, ms``; see
+            :mod:`inferasim.sim.calibrate`.
+        parameters : sequence of str, default ("mfu", "mbu", "overhead_ms")
+            Which of ``mfu``, ``mbu``, ``overhead_ms``,
+            ``attention_efficiency`` to fit.
+        attention : bool, default False
+            Also fit ``attention_efficiency`` (a separate efficiency for the
+            attention FLOPs of prefill).
+
+        Returns
+        -------
+        Calibration
+            ``.model`` the fitted model, ``.report`` the per-point measured,
+            predicted and error (and the same for this model, ``before_*``),
+            ``.params`` the fitted values. Unpacks as ``model, report``.
+
+        Examples
+        --------
+        >>> truth = RooflineCostModel(mfu=0.6, mbu=0.7, overhead_ms=1.0, calibration="v0.1")
+        >>> points = [{"kind": "prefill", "tokens": t, "ms": truth.step_time_ms(
+        ...                t, prefill_attention_pairs(t, 0), 0, 0)} for t in (1024, 8192)]
+        >>> points += [{"kind": "decode", "batch": b, "context": 1000, "ms": truth.step_time_ms(
+        ...                0, 0, b, b * 1000)} for b in (1, 64)]
+        >>> fit = RooflineCostModel(calibration="v0.1").calibrate(points)
+        >>> {k: round(v, 4) for k, v in fit.params.items()}
+        {'mfu': 0.6, 'mbu': 0.7, 'overhead_ms': 1.0}
+        """
+        from scipy.optimize import least_squares
+
+        names = list(parameters)
+        if attention and "attention_efficiency" not in names:
+            names.append("attention_efficiency")
+        names = check_names(
+            names, ("mfu", "mbu", "overhead_ms", "attention_efficiency"), "calibrate"
+        )
+        df = measurements_frame(measurements)
+        p, a, d, c = step_arguments(df)
+        measured = df["ms"].to_numpy(dtype=np.float64)
+
+        start = []
+        for n in names:
+            value = getattr(self, n)
+            start.append(self.mfu if value is None else float(value))
+        lower = [0.0 if n == "overhead_ms" else 1e-3 for n in names]
+        upper = [np.inf if n == "overhead_ms" else 1.0 for n in names]
+        x0 = np.clip(np.array(start), lower, [u if np.isfinite(u) else 1e9 for u in upper])
+
+        def residuals(x: np.ndarray) -> np.ndarray:
+            m = self._with(**dict(zip(names, map(float, x), strict=True)))
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", UserWarning)
+                return (np.asarray(m.step_time_ms(p, a, d, c)) - measured) / measured
+
+        sol = least_squares(residuals, x0, bounds=(lower, upper), x_scale="jac", method="trf")
+        params = {n: float(v) for n, v in zip(names, sol.x, strict=True)}
+        fitted = self._with(**params)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)
+            predicted = np.asarray(fitted.step_time_ms(p, a, d, c), dtype=np.float64)
+            before = np.asarray(self.step_time_ms(p, a, d, c), dtype=np.float64)
+        return Calibration(fitted, report_frame(df, predicted, before), params)

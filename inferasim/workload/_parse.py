@@ -8,7 +8,9 @@ to find the first bad row, so the error names the source, the 1-based line
 from __future__ import annotations
 
 import gzip
+import re
 import warnings
+import zlib
 from os import PathLike, fspath
 from typing import IO, Any
 
@@ -18,7 +20,10 @@ import orjson
 from inferasim.errors import WorkloadError
 
 __all__ = [
+    "MAX_ARRIVAL_SPAN_MS",
+    "excerpt",
     "read_bytes",
+    "arrival_column",
     "parse_json_records",
     "number_column",
     "length_column",
@@ -26,6 +31,29 @@ __all__ = [
     "warn_inconsistent",
     "fits_int64",
 ]
+
+
+#: Arrivals of one workload must lie within this many ms of each other (and
+#: within it of 0): 2**43 ms is about 278 years, where float64 milliseconds
+#: still resolve 2 microseconds. Beyond it times added to an arrival (TTFT,
+#: step times) would be rounded away.
+MAX_ARRIVAL_SPAN_MS = float(2**43)
+
+
+def excerpt(value: Any, limit: int = 40) -> str:
+    """A short printable excerpt of a value from a file, for error messages.
+
+    Examples
+    --------
+    >>> excerpt("x" * 100)
+    "'xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx..."
+    >>> excerpt("ab")
+    "'ab'"
+    """
+    text = repr(value)
+    if not text.isprintable():
+        text = text.encode("unicode_escape").decode("ascii")
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def read_bytes(path_or_buffer: str | PathLike[str] | IO[Any]) -> tuple[bytes, str]:
@@ -50,14 +78,18 @@ def read_bytes(path_or_buffer: str | PathLike[str] | IO[Any]) -> tuple[bytes, st
         except FileNotFoundError:
             raise FileNotFoundError(f"no such workload file: {name}") from None
         except IsADirectoryError:
-            raise WorkloadError("is a directory, not a workload file", source=name) from None
+            raise WorkloadError(
+                "is a directory, not a workload file (give the path of a .jsonl, .json or .csv file)",
+                source=name,
+            ) from None
     if isinstance(data, str):
         data = data.encode()
     if data[:2] == b"\x1f\x8b":
         try:
             data = gzip.decompress(data)
-        except (OSError, EOFError) as exc:
-            raise WorkloadError(f"corrupt gzip data: {exc}", source=name) from None
+        except (OSError, EOFError, zlib.error) as exc:
+            raise WorkloadError(f"corrupt gzip data: {excerpt(str(exc), 80)}", source=name) from None
+    data = data.removeprefix(b"\xef\xbb\xbf")  # a UTF-8 byte-order mark
     if not data.strip():
         raise WorkloadError("empty file: no requests", source=name)
     return data, name
@@ -103,13 +135,14 @@ def parse_json_records(data: bytes, source: str) -> tuple[list[Any], np.ndarray,
                     records.append(orjson.loads(text))
                 except orjson.JSONDecodeError as exc:
                     raise WorkloadError(
-                        f"malformed JSON: {exc.msg}: {text[:80]!r}", source=source, line=number
+                        f"malformed JSON: {exc.msg}: {excerpt(text[:60])}", source=source, line=number
                     ) from None
                 numbers.append(number)
             lines = np.asarray(numbers, dtype=np.int64)
         unit = "line"
     if not records:
         raise WorkloadError("no requests in file", source=source)
+    _check_underflow(data, source)
     for i, rec in enumerate(records):
         if not isinstance(rec, dict):
             raise WorkloadError(
@@ -119,6 +152,23 @@ def parse_json_records(data: bytes, source: str) -> tuple[list[Any], np.ndarray,
                 unit=unit,
             )
     return records, lines, unit
+
+
+_TINY = re.compile(rb"(-?[0-9]+(?:\\.[0-9]*)?[eE]-[0-9]{3,})")
+
+
+def _check_underflow(data: bytes, source: str) -> None:
+    """Reject a JSON number written non-zero that float64 reads as zero (``1e-400``)."""
+    if _TINY.search(data) is None:  # one regex pass; almost every file stops here
+        return
+    for match in _TINY.finditer(data):
+        token = match.group(1)
+        mantissa = token.split(b"e")[0].split(b"E")[0]
+        if float(token) == 0.0 and mantissa.strip(b"-0.") != b"":
+            raise WorkloadError(
+                f"the number {excerpt(token.decode())} underflows to 0 in float64; write 0 or a larger value",
+                source=source, line=data[: match.start()].count(b"\n") + 1,
+            )
 
 
 def _first_bad(values: list[Any], ok: np.ndarray) -> int:
@@ -143,21 +193,60 @@ def number_column(
     if not types <= {int, float}:
         ok = np.fromiter((type(v) in (int, float) for v in values), dtype=bool, count=len(values))
         i = _first_bad(values, ok)
-        what = "missing value" if values[i] in (None, "") else f"not a number: {values[i]!r}"
+        what = "missing value" if values[i] in (None, "") else f"not a number: {excerpt(values[i])}"
         raise WorkloadError(what, source=source, line=int(lines[i]), field=field, unit=unit)
     try:
         arr = np.asarray(values, dtype=np.float64)
     except OverflowError:
-        ok = np.fromiter((abs(v) < 2**63 for v in values), dtype=bool, count=len(values))
+        ok = np.fromiter((abs(v) < 2**1000 for v in values), dtype=bool, count=len(values))
         i = _first_bad(values, ok)
         raise WorkloadError(
-            f"number out of range: {values[i]!r}", source=source, line=int(lines[i]), field=field, unit=unit
+            f"number out of range: {excerpt(values[i])}", source=source, line=int(lines[i]), field=field, unit=unit
         ) from None
     finite = np.isfinite(arr)
     if not finite.all():
         i = _first_bad(values, finite)
         raise WorkloadError(
             f"not a finite number: {values[i]!r}", source=source, line=int(lines[i]), field=field, unit=unit
+        )
+    return arr
+
+
+def arrival_column(
+    values: list[Any], field: str, lines: np.ndarray, source: str, unit: str
+) -> np.ndarray:
+    """Validate arrival times and rebase them so the earliest is 0 ms (``float64``).
+
+    Integer timestamps are rebased in integers before the float conversion,
+    so epoch-style values (``1700000000000000001``) keep their differences.
+    The rebased times must stay within :data:`MAX_ARRIVAL_SPAN_MS`.
+
+    Examples
+    --------
+    >>> arrival_column([1700000000000000100, 1700000000000000001], "t", np.array([1, 2]), "f", "line")
+    array([99.,  0.])
+    >>> arrival_column([0, 1e300], "t", np.array([1, 2]), "f", "line")
+    Traceback (most recent call last):
+    ...
+    inferasim.errors.WorkloadError: f, line 2, field 't': 1e+300 ms after the earliest arrival; ...
+    """
+    if values and set(map(type, values)) == {int}:
+        lo, hi = min(values), max(values)
+        if -(2**63) <= lo and hi < 2**63 and hi - lo < 2**63:
+            arr = (np.asarray(values, dtype=np.int64) - np.int64(lo)).astype(np.float64)
+        else:
+            arr = np.asarray([float(min(v - lo, 2**1000)) for v in values])
+    else:
+        arr = number_column(values, field, lines, source, unit)
+        with np.errstate(over="ignore", invalid="ignore"):
+            arr = arr - arr.min()
+    too_far = ~(arr <= MAX_ARRIVAL_SPAN_MS)
+    if too_far.any():
+        i = int(np.flatnonzero(too_far)[0])
+        raise WorkloadError(
+            f"{arr[i]:.4g} ms after the earliest arrival; arrivals must lie within 2**43 ms "
+            "(about 278 years) of each other so float64 ms keep microsecond resolution",
+            source=source, line=int(lines[i]), field=field, unit=unit,
         )
     return arr
 
@@ -181,21 +270,21 @@ def length_column(
     if not whole.all():
         i = _first_bad(values, whole)
         raise WorkloadError(
-            f"must be a whole number of tokens, got {values[i]!r}",
+            f"must be a whole number of tokens, got {excerpt(values[i])}",
             source=source, line=int(lines[i]), field=field, unit=unit,
         )
     in_range = np.abs(arr) < 2.0**62
     if not in_range.all():
         i = _first_bad(values, in_range)
         raise WorkloadError(
-            f"out of range for a token count: {values[i]!r}",
+            f"out of range for a token count: {excerpt(values[i])}",
             source=source, line=int(lines[i]), field=field, unit=unit,
         )
     nonneg = arr >= 0
     if not nonneg.all():
         i = _first_bad(values, nonneg)
         raise WorkloadError(
-            f"must be >= 0, got {values[i]!r}", source=source, line=int(lines[i]), field=field, unit=unit
+            f"must be >= 0, got {excerpt(values[i])}", source=source, line=int(lines[i]), field=field, unit=unit
         )
     return arr.astype(np.int64)
 

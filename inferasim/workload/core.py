@@ -34,6 +34,15 @@ import pandas as pd
 
 from inferasim import _ragged
 from inferasim.errors import WorkloadError
+from inferasim.workload import mooncake, synthesize, synthetic, tabular
+from inferasim.workload._columns import Columns
+from inferasim.workload._parse import (
+    MAX_ARRIVAL_SPAN_MS,
+    length_column,
+    number_column,
+    sort_by_arrival,
+    warn_inconsistent,
+)
 
 __all__ = ["Workload"]
 
@@ -99,6 +108,7 @@ class Workload:
             raise WorkloadError("offsets must have len(frame) + 1 entries from 0 to len(hash_ids)")
         if np.any(np.diff(offsets) < 0):
             raise WorkloadError("offsets must be non-decreasing")
+        _check_arrivals(frame["arrival_ms"].to_numpy(), "arrival_ms")
         frame = frame.reset_index(drop=True)
         frame.index.name = "request_id"
         hash_ids.flags.writeable = False
@@ -154,8 +164,6 @@ class Workload:
         >>> wl.frame["input_len"].tolist(), wl.block_ids(0).tolist()
         ([20, 10], [2])
         """
-        from inferasim.workload._parse import length_column, number_column
-
         where = source or "from_requests"
         n = len(arrival_ms)
         index = np.arange(n, dtype=np.int64)
@@ -167,6 +175,7 @@ class Workload:
             "input_len": length_column(np.asarray(input_len).tolist(), "input_len", index, where, "request"),
             "output_len": length_column(np.asarray(output_len).tolist(), "output_len", index, where, "request"),
         }
+        _check_arrivals(data["arrival_ms"], where)
         for name, values in columns.items():
             data[name] = np.asarray(values)
         for name, values in data.items():
@@ -215,9 +224,7 @@ class Workload:
         >>> len(wl), wl.block_size
         (100, 512)
         """
-        from inferasim.workload.synthetic import generate
-
-        return generate(num_requests, rate, **kwargs)
+        return cls._from_columns(synthetic.generate(num_requests, rate, **kwargs), warn=False)
 
     @classmethod
     def from_csv(cls, path_or_buffer: str | PathLike[str] | IO[Any], **kwargs: Any) -> Workload:
@@ -230,9 +237,7 @@ class Workload:
         >>> wl.frame[["arrival_ms", "input_len", "output_len"]].values.tolist()
         [[0.0, 100.0, 10.0], [5.0, 200.0, 20.0]]
         """
-        from inferasim.workload.tabular import read_table
-
-        return read_table(path_or_buffer, **kwargs)
+        return cls._from_columns(tabular.read_table(path_or_buffer, **kwargs))
 
     @classmethod
     def from_mooncake(cls, path_or_name: str | PathLike[str] | IO[Any], **kwargs: Any) -> Workload:
@@ -245,9 +250,67 @@ class Workload:
         >>> Workload.from_mooncake(io.StringIO(text)).block_ids(0)
         array([0, 1])
         """
-        from inferasim.workload.mooncake import read_mooncake
+        return cls._from_columns(mooncake.read_mooncake(path_or_name, **kwargs))
 
-        return read_mooncake(path_or_name, **kwargs)
+    @classmethod
+    def synthesize(cls, like: Workload | synthesize.TraceModel, num_requests: int | None = None, **kwargs: Any) -> Workload:
+        """New traffic with ``like``'s prefix tree, sessions and arrivals; see :mod:`inferasim.workload.synthesize`.
+
+        Examples
+        --------
+        >>> wl = Workload.from_requests([0, 5], [4, 8], [1, 1], [[1, 2], [1, 2, 3, 4]], block_size=2)
+        >>> new = Workload.synthesize(like=wl, num_requests=4, seed=0)
+        >>> len(new), "session_id" in new.frame
+        (4, True)
+        """
+        return cls._from_columns(synthesize.synthesize(like, num_requests, **kwargs), warn=False)
+
+    @classmethod
+    def _from_columns(cls, cols: Columns, *, warn: bool = True) -> Workload:
+        """Build a workload from a source's columns: sort by arrival (stably), check id counts.
+
+        With ``warn`` (file sources) an unsorted source and id counts other
+        than ``ceil(input_len / block_size)`` are reported as warnings.
+        """
+        n = len(cols)
+        frame = pd.DataFrame(
+            {
+                "arrival_ms": cols.arrival_ms,
+                "input_len": cols.input_len,
+                "output_len": cols.output_len,
+                **cols.extra,
+            }
+        )
+        if cols.hash_ids is None or cols.offsets is None:
+            flat, offsets, has = np.zeros(0, np.int64), np.zeros(n + 1, np.int64), False
+        else:
+            flat, offsets, has = cols.hash_ids, cols.offsets, True
+        wl = cls(frame, flat, offsets, block_size=cols.block_size, has_hash_ids=has, source=cols.source)
+        if warn:
+            order = sort_by_arrival(cols.arrival_ms, cols.where)
+        else:
+            order = np.argsort(cols.arrival_ms, kind="stable")
+            if np.array_equal(order, np.arange(n)):
+                order = None
+        if order is not None:
+            wl = wl._take(order)
+        if warn:
+            warn_inconsistent(int(wl.inconsistent_mask().sum()), cols.where, cols.block_size)
+        return wl
+
+    def _columns(self) -> Columns:
+        """This workload's columns (the writers' input)."""
+        extra = {c: self._frame[c].to_numpy() for c in self._frame.columns if c not in _CORE_COLUMNS}
+        return Columns(
+            self.arrival_ms,
+            self.input_len,
+            self.output_len,
+            self._hash_ids if self._has_hash_ids else None,
+            self._offsets if self._has_hash_ids else None,
+            extra,
+            block_size=self._block_size,
+            source=self._source,
+        )
 
     # ---------------------------------------------------------------- accessors
     @property
@@ -604,7 +667,9 @@ class Workload:
         """
         if not np.isfinite(offset_ms):
             raise ValueError(f"offset_ms must be a finite number, got {offset_ms!r}")
-        frame = self._frame.assign(arrival_ms=self.arrival_ms + float(offset_ms))
+        arrival = self.arrival_ms + float(offset_ms)
+        _check_arrivals(arrival, f"shift_time({offset_ms!r})", error=ValueError)
+        frame = self._frame.assign(arrival_ms=arrival)
         return self._take(np.arange(len(self)), frame=frame)
 
     def scale_time(self, factor: float) -> Workload:
@@ -618,9 +683,11 @@ class Workload:
         >>> Workload.from_requests([0, 10], [1, 1], [1, 1]).scale_time(0.5).arrival_ms
         array([0., 5.])
         """
-        if not np.isfinite(factor) or factor <= 0:
+        if isinstance(factor, bool) or not np.isfinite(factor) or factor <= 0:
             raise ValueError(f"factor must be a positive finite number, got {factor!r}")
-        frame = self._frame.assign(arrival_ms=self.arrival_ms * float(factor))
+        arrival = self.arrival_ms * float(factor)
+        _check_arrivals(arrival, f"scale_time({factor!r})", error=ValueError)
+        frame = self._frame.assign(arrival_ms=arrival)
         return self._take(np.arange(len(self)), frame=frame)
 
     # ----------------------------------------------------------- combination
@@ -729,9 +796,7 @@ class Workload:
         >>> buf.getvalue()
         '{"timestamp":0,"input_length":600,"output_length":3,"hash_ids":[0,1]}\\n'
         """
-        from inferasim.workload.mooncake import write_mooncake
-
-        write_mooncake(self, path)
+        mooncake.write_mooncake(self._columns(), path)
 
     def to_csv(self, path: str | PathLike[str] | IO[Any]) -> None:
         """Write the workload as CSV that :meth:`from_csv` reads back exactly.
@@ -748,9 +813,22 @@ class Workload:
         >>> Workload.from_csv(buf) == wl
         True
         """
-        from inferasim.workload.tabular import write_table
+        tabular.write_table(self._columns(), path)
 
-        write_table(self, path)
+
+def _check_arrivals(arrival: np.ndarray, what: str, error: type[ValueError] = WorkloadError) -> None:
+    """Every arrival finite and within ``MAX_ARRIVAL_SPAN_MS`` of 0: the workload invariant.
+
+    Beyond that float64 milliseconds lose the resolution that time-to-first
+    token and step times need (``1e18 + 5 == 1e18``).
+    """
+    if arrival.size and not float(np.max(np.abs(arrival))) <= MAX_ARRIVAL_SPAN_MS:
+        i = int(np.flatnonzero(~(np.abs(arrival) <= MAX_ARRIVAL_SPAN_MS))[0])
+        raise error(
+            f"{what}: arrival {float(arrival[i]):.4g} ms of request {i} is not a finite time within 2**43 ms "
+            "(about 278 years) of 0, where float64 ms keep microsecond resolution; "
+            "subtract the first arrival (rebase) or use a smaller factor"
+        )
 
 
 def _warn(message: str) -> None:

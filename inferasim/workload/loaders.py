@@ -85,10 +85,10 @@ def load_workload(source: str | Path | None = None, **synthetic: Any) -> Workloa
         return Workload.from_synthetic(**{**DEFAULT_SYNTHETIC, **synthetic})
     if synthetic:
         raise ValueError("synthetic options apply only when no source is given")
-    from inferasim.workload.traces import TRACES
+    from inferasim.workload.traces import TRACES, is_trace_name
 
     path = Path(source)
-    if not path.exists() and str(source) in TRACES:
+    if is_trace_name(str(source)):
         return Workload.from_mooncake(str(source))
     if path.is_dir():
         raise WorkloadError("is a directory, not a workload file", source=str(path))

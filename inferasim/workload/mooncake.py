@@ -6,6 +6,9 @@ block and everything before it. Field names are case-insensitive, with the
 aliases ``arrival``/``time`` for ``timestamp`` and ``block_hashes``/
 ``blocks`` for ``hash_ids`` (and ``input_len``/``isl``,
 ``output_len``/``osl`` for the lengths). Files may be gzip-compressed.
+Optional extra fields ``session_id`` and ``turn`` (and their aliases, see
+:mod:`inferasim.workload._sessions`) group requests into conversations;
+other extra fields are ignored.
 """
 
 from __future__ import annotations
@@ -17,19 +20,18 @@ from typing import IO, Any
 
 import numpy as np
 import orjson
-import pandas as pd
 
 from inferasim.errors import WorkloadError
+from inferasim.workload._columns import Columns
 from inferasim.workload._parse import (
+    arrival_column,
+    excerpt,
     fits_int64,
     length_column,
-    number_column,
     parse_json_records,
     read_bytes,
-    sort_by_arrival,
-    warn_inconsistent,
 )
-from inferasim.workload.core import Workload
+from inferasim.workload._sessions import canonical_session_key, session_columns
 
 __all__ = ["read_mooncake", "write_mooncake"]
 
@@ -43,11 +45,19 @@ _ALIAS = {alias: canon for canon, aliases in _FIELDS.items() for alias in aliase
 
 
 def _columns_fast(records: list[dict[str, Any]]) -> dict[str, list[Any]] | None:
-    """Columns by exact canonical keys, or None when any record differs."""
+    """Columns by exact canonical keys, or None when any record differs.
+
+    Also None when any record carries another spelling of a field (an alias
+    or another case) next to the canonical key: the slow path names the clash.
+    """
     try:
-        return {key: [r[key] for r in records] for key in _FIELDS}
+        cols = {key: [r[key] for r in records] for key in _FIELDS}
     except KeyError:
         return None
+    keys = set().union(*records)
+    if any(key not in _FIELDS and _ALIAS.get(str(key).lower()) for key in keys):
+        return None
+    return cols
 
 
 def _columns_slow(
@@ -57,10 +67,18 @@ def _columns_slow(
     cols: dict[str, list[Any]] = {key: [] for key in _FIELDS}
     for i, rec in enumerate(records):
         found: dict[str, Any] = {}
+        seen: dict[str, str] = {}
         for key, value in rec.items():
             canon = _ALIAS.get(str(key).lower())
-            if canon is not None and canon not in found:
-                found[canon] = value
+            if canon is None:
+                continue
+            if canon in found:
+                raise WorkloadError(
+                    f"keys {excerpt(seen[canon])} and {excerpt(key)} both give {canon}; keep one",
+                    source=source, line=int(lines[i]), field=canon, unit=unit,
+                )
+            found[canon] = value
+            seen[canon] = key
         for canon in _FIELDS:
             if canon not in found:
                 names = "/".join(_FIELDS[canon])
@@ -75,13 +93,54 @@ def _columns_slow(
     return cols
 
 
+def _session_fields(
+    records: list[dict[str, Any]], lines: np.ndarray, source: str, unit: str
+) -> tuple[list[Any] | None, list[Any] | None]:
+    """Raw ``session_id`` / ``turn`` values (extra fields, aliases case-insensitive).
+
+    A field present in some records must be in all of them (a line's
+    meaning never depends on other lines); two aliases in one record clash.
+    """
+    keys = {k for rec in records for k in rec if canonical_session_key(k) is not None}
+    if not keys:
+        return None, None
+    out: dict[str, list[Any]] = {"session_id": [], "turn": []}
+    present: dict[str, bool] = {}
+    for i, rec in enumerate(records):
+        found: dict[str, str] = {}
+        for key in rec:
+            canon = canonical_session_key(key)
+            if canon is None:
+                continue
+            if canon in found:
+                raise WorkloadError(
+                    f"keys {excerpt(found[canon])} and {excerpt(key)} both give {canon}; keep one",
+                    source=source, line=int(lines[i]), field=canon, unit=unit,
+                )
+            found[canon] = key
+        for canon in ("session_id", "turn"):
+            has = canon in found
+            if present.setdefault(canon, has) != has:
+                raise WorkloadError(
+                    f"{'has' if has else 'lacks'} {canon}, unlike {unit} {int(lines[0])}; give it "
+                    "on every line or on none",
+                    source=source, line=int(lines[i]), field=canon, unit=unit,
+                )
+            if has:
+                out[canon].append(rec[found[canon]])
+    return (
+        out["session_id"] if present["session_id"] else None,
+        out["turn"] if present["turn"] else None,
+    )
+
+
 def _hash_id_arrays(
     hids: list[Any], lines: np.ndarray, source: str, unit: str
 ) -> tuple[np.ndarray, np.ndarray]:
     if not all(type(h) is list for h in hids):
         i = next(i for i, h in enumerate(hids) if type(h) is not list)
         raise WorkloadError(
-            f"must be a list of integers, got {hids[i]!r:.60}",
+            f"must be a list of integers, got {excerpt(hids[i])}",
             source=source, line=int(lines[i]), field="hash_ids", unit=unit,
         )
     lengths = np.fromiter(map(len, hids), dtype=np.int64, count=len(hids))
@@ -90,8 +149,13 @@ def _hash_id_arrays(
         for i, h in enumerate(hids):
             bad = [v for v in h if type(v) is not int]
             if bad:
+                # JSON parsers read integers beyond 64 bits as floats
+                v = bad[0]
+                big = type(v) is float and np.isfinite(v) and abs(v) >= 2**63 and v == int(v)
                 raise WorkloadError(
-                    f"must be a list of integers, found {bad[0]!r}",
+                    "hash id outside the 64-bit integer range"
+                    if big
+                    else f"must be a list of integers, found {excerpt(bad[0])}",
                     source=source, line=int(lines[i]), field="hash_ids", unit=unit,
                 )
     try:
@@ -108,26 +172,32 @@ def _hash_id_arrays(
 
 
 def read_mooncake(
-    path_or_name: str | PathLike[str] | IO[Any], *, block_size: int = 512
-) -> Workload:
-    """Read a Mooncake trace into a :class:`~inferasim.Workload`.
+    path_or_name: str | PathLike[str] | IO[Any], *, block_size: int = 512, verify: bool = True
+) -> Columns:
+    """Read a Mooncake trace into :class:`~inferasim.workload._columns.Columns`.
+
+    :meth:`Workload.from_mooncake <inferasim.Workload.from_mooncake>` builds
+    the workload from them (sorting by arrival, checking id counts).
 
     Parameters
     ----------
     path_or_name : str, path or file-like
         A JSON-lines or JSON-array file (optionally gzip-compressed), an
         open file or buffer, or the name of a FAST'25 trace
-        (``"conversation"``, ``"synthetic"``, ``"toolagent"``), found or
+        (``"conversation"``, ``"synthetic"``, ``"toolagent"``, ``"arxiv"``), found or
         fetched by :func:`inferasim.workload.traces.find_trace`.
     block_size : int, default 512
         Tokens per hash id (512 in the FAST'25 traces).
+    verify : bool, default True
+        For a trace name: check the file found against its pinned sha256
+        (:func:`inferasim.workload.traces.verify_trace`).
 
     Returns
     -------
-    Workload
-        Arrivals replay the trace's own timestamps, shifted so the first
-        request arrives at 0 ms. The ``line`` column keeps each request's
-        1-based source line (record number for a JSON array).
+    Columns
+        In file order. Arrivals replay the trace's own timestamps, shifted
+        so the earliest request arrives at 0 ms. The ``line`` column keeps
+        each request's 1-based source line (record number for a JSON array).
 
     Raises
     ------
@@ -137,60 +207,48 @@ def read_mooncake(
         list of integers, or an empty file; the message names the file, the
         line and the field.
 
-    Warns
-    -----
-    UserWarning
-        When timestamps are out of order (sorted stably) or some lines'
-        id count is not ``ceil(input_length / block_size)`` (kept as is and
-        counted by ``describe()``).
-
     Examples
     --------
     >>> import io
     >>> text = ('{"timestamp": 5, "input_length": 1024, "output_length": 2, "hash_ids": [0, 1]}\\n'
     ...         '{"timestamp": 9, "input_length": 700, "output_length": 4, "hash_ids": [0, 2]}\\n')
-    >>> wl = read_mooncake(io.StringIO(text))
-    >>> wl.frame
-                arrival_ms  input_len  output_len  line
-    request_id
-    0                  0.0       1024           2     1
-    1                  4.0        700           4     2
-    >>> wl.hash_ids
-    array([0, 1, 0, 2])
+    >>> cols = read_mooncake(io.StringIO(text))
+    >>> cols.arrival_ms, cols.input_len, cols.extra["line"]
+    (array([0., 4.]), array([1024,  700]), array([1, 2]))
+    >>> cols.hash_ids, cols.offsets
+    (array([0, 1, 0, 2]), array([0, 2, 4]))
     """
-    if isinstance(path_or_name, str) and not Path(path_or_name).exists():
-        from inferasim.workload.traces import TRACES, find_trace
+    from inferasim.workload.traces import find_trace, is_trace_name
 
-        if path_or_name in TRACES:
-            path_or_name = find_trace(path_or_name)
+    if is_trace_name(path_or_name):  # a folder named like a trace does not shadow it
+        path_or_name = find_trace(str(path_or_name), verify=verify)
     data, source = read_bytes(path_or_name)
     records, lines, unit = parse_json_records(data, source)
     cols = _columns_fast(records) or _columns_slow(records, lines, source, unit)
-    timestamps = number_column(cols["timestamp"], "timestamp", lines, source, unit)
+    arrival = arrival_column(cols["timestamp"], "timestamp", lines, source, unit)
     input_len = length_column(cols["input_length"], "input_length", lines, source, unit)
     output_len = length_column(cols["output_length"], "output_length", lines, source, unit)
     ids, offsets = _hash_id_arrays(cols["hash_ids"], lines, source, unit)
-    frame = pd.DataFrame(
-        {
-            "arrival_ms": timestamps - timestamps.min(),
-            "input_len": input_len,
-            "output_len": output_len,
-            "line": lines,
-        }
+    session, turn = _session_fields(records, lines, source, unit)
+    extra = session_columns(session, turn, arrival, lines, source, unit)
+    return Columns(
+        arrival,
+        input_len,
+        output_len,
+        ids,
+        offsets,
+        {**extra, "line": lines},
+        block_size=block_size,
+        source=_label(path_or_name, source),
+        where=source,
     )
-    wl = Workload(frame, ids, offsets, block_size=block_size, source=_label(path_or_name, source))
-    order = sort_by_arrival(timestamps, source)
-    if order is not None:
-        wl = wl._take(order)
-    warn_inconsistent(int(wl.inconsistent_mask().sum()), source, block_size)
-    return wl
 
 
 def _label(path_or_name: Any, source: str) -> str:
     return Path(source).name if not hasattr(path_or_name, "read") else source
 
 
-def write_mooncake(workload: Workload, path: str | PathLike[str] | IO[Any]) -> None:
+def write_mooncake(workload: Columns, path: str | PathLike[str] | IO[Any]) -> None:
     """Write a workload as Mooncake JSON lines that :func:`read_mooncake` reads back exactly.
 
     The round trip is exact for every workload whose first request arrives
@@ -199,33 +257,35 @@ def write_mooncake(workload: Workload, path: str | PathLike[str] | IO[Any]) -> N
 
     Timestamps are written as integers when every arrival is a whole number
     of ms, else as shortest round-trip floats. Only the four Mooncake fields
-    are written (extra columns such as ``prefix_id`` are not part of the
+    are written, plus ``session_id`` and ``turn`` when the workload has them (extra columns such as ``prefix_id`` are not part of the
     format). A path ending in ``.gz`` is gzip-compressed.
 
     Parameters
     ----------
-    workload : Workload
-        Must carry hash ids.
+    workload : Columns
+        A workload's columns (``Workload.to_mooncake`` passes them); must
+        carry hash ids.
     path : str, path or writable file-like
 
     Examples
     --------
     >>> import io
-    >>> wl = Workload.from_requests([0, 2.5], [600, 10], [3, 1], [[0, 1], [0]])
+    >>> cols = Columns(np.array([0, 2.5]), np.array([600, 10]), np.array([3, 1]),
+    ...                np.array([0, 1, 0]), np.array([0, 2, 3]))
     >>> buf = io.StringIO()
-    >>> write_mooncake(wl, buf)
+    >>> write_mooncake(cols, buf)
     >>> print(buf.getvalue(), end="")
     {"timestamp":0.0,"input_length":600,"output_length":3,"hash_ids":[0,1]}
     {"timestamp":2.5,"input_length":10,"output_length":1,"hash_ids":[0]}
     >>> _ = buf.seek(0)
-    >>> read_mooncake(buf) == wl
-    True
+    >>> read_mooncake(buf).arrival_ms
+    array([0. , 2.5])
     """
     if not workload.has_hash_ids:
         raise ValueError("this workload has no hash ids; write it with to_csv instead")
     arrival = workload.arrival_ms
     ts: list[Any] = arrival.astype(np.int64).tolist() if np.all(arrival == np.round(arrival)) else arrival.tolist()
-    ids = workload._hash_id_lists()
+    ids = workload.hash_id_lists()
     opt = orjson.OPT_APPEND_NEWLINE
     chunks = [
         orjson.dumps(
@@ -235,6 +295,13 @@ def write_mooncake(workload: Workload, path: str | PathLike[str] | IO[Any]) -> N
             ts, workload.input_len.tolist(), workload.output_len.tolist(), ids, strict=True
         )
     ]
+    if "session_id" in workload.extra:  # conversations survive the round trip
+        sessions = workload.extra["session_id"].tolist()
+        turns = workload.extra["turn"].tolist()
+        chunks = [
+            c[:-2] + b',"session_id":' + orjson.dumps(sid) + b',"turn":' + orjson.dumps(t) + b"}\n"
+            for c, sid, t in zip(chunks, sessions, turns, strict=True)
+        ]
     data = b"".join(chunks)
     if hasattr(path, "write"):
         try:

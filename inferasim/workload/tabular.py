@@ -10,6 +10,11 @@ hash ids  ``hash_ids``, ``block_hashes``, ``blocks`` (optional; in CSV a
           space-separated list of integers)
 ========  ==================================================
 
+Session columns (optional): ``session_id`` (aliases
+``conversation_id``, ``conversation``, ``chat_id``) and ``turn``
+(``turn_id``, ``turn_index``, ``round``); see
+:mod:`inferasim.workload._sessions`.
+
 A column absent from the whole file takes a default (arrival 0, lengths 1)
 with a warning; a value missing in one row is an error naming its line.
 Other columns are kept as they are (numeric when every value is).
@@ -19,6 +24,7 @@ from __future__ import annotations
 
 import csv
 import io
+import re
 import warnings
 from os import PathLike, fspath
 from typing import IO, Any
@@ -27,16 +33,16 @@ import numpy as np
 import pandas as pd
 
 from inferasim.errors import WorkloadError
+from inferasim.workload._columns import Columns
 from inferasim.workload._parse import (
+    arrival_column,
+    excerpt,
     fits_int64,
     length_column,
-    number_column,
     parse_json_records,
     read_bytes,
-    sort_by_arrival,
-    warn_inconsistent,
 )
-from inferasim.workload.core import Workload
+from inferasim.workload._sessions import canonical_session_key, session_columns
 
 __all__ = ["read_table", "write_table", "ALIASES"]
 
@@ -48,6 +54,12 @@ ALIASES: dict[str, tuple[str, ...]] = {
 }
 _DEFAULTS = {"arrival_ms": 0.0, "input_len": 1, "output_len": 1}
 _RESERVED = {"line", "request_id"}
+_ALIAS = {alias: canon for canon, aliases in ALIASES.items() for alias in aliases}
+#: A CSV number: ASCII digits only, no digit-group underscores (``int("1_000")``
+#: and ``int("١٢")`` would accept them).
+_NUMBER = re.compile(
+    r"[+-]?(?:(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:e[+-]?[0-9]+)?|nan|inf|infinity)", re.ASCII | re.IGNORECASE
+)
 
 
 def _canonical(names: list[str], source: str) -> dict[str, str]:
@@ -60,7 +72,7 @@ def _canonical(names: list[str], source: str) -> dict[str, str]:
                 continue
             if canon in found:
                 raise WorkloadError(
-                    f"columns {found[canon]!r} and {lower[alias]!r} both give {canon}; keep one",
+                    f"columns {excerpt(found[canon])} and {excerpt(lower[alias])} both give {canon}; keep one",
                     source=source,
                     line=1,
                 )
@@ -68,7 +80,7 @@ def _canonical(names: list[str], source: str) -> dict[str, str]:
     if not found:
         known = ", ".join(a for aliases in ALIASES.values() for a in aliases)
         raise WorkloadError(
-            f"header {list(names)} matches no known column (known: {known})", source=source, line=1
+            f"header {excerpt(list(names), 80)} matches no known column (known: {known})", source=source, line=1
         )
     return found
 
@@ -79,16 +91,19 @@ def _parse_id_list(text: Any, line: int, source: str, field: str) -> list[int]:
     elif isinstance(text, str):
         cleaned = text.strip().strip("[]").replace(",", " ")
         try:
-            values = [int(tok) for tok in cleaned.split()]
+            tokens = cleaned.split()
+            if not all(tok.isascii() and "_" not in tok for tok in tokens):
+                raise ValueError
+            values = [int(tok) for tok in tokens]
         except ValueError:
             raise WorkloadError(
-                f"must be space-separated integers, got {text[:60]!r}",
+                f"must be space-separated integers, got {excerpt(text)}",
                 source=source, line=line, field=field,
             ) from None
     else:
-        raise WorkloadError(f"must be a list of integers, got {text!r}", source=source, line=line, field=field)
+        raise WorkloadError(f"must be a list of integers, got {excerpt(text)}", source=source, line=line, field=field)
     if any(type(v) is not int for v in values):
-        raise WorkloadError(f"must be a list of integers, got {values!r:.60}", source=source, line=line, field=field)
+        raise WorkloadError(f"must be a list of integers, got {excerpt(values)}", source=source, line=line, field=field)
     if not fits_int64(values):
         raise WorkloadError("hash id outside the 64-bit integer range", source=source, line=line, field=field)
     return values
@@ -97,26 +112,48 @@ def _parse_id_list(text: Any, line: int, source: str, field: str) -> list[int]:
 def _records_to_columns(
     records: list[dict[str, Any]], source: str, unit: str, lines: np.ndarray
 ) -> tuple[dict[str, list[Any]], list[str]]:
-    keys: list[str] = []
-    for rec in records:
-        for k in rec:
-            if k not in keys:
-                keys.append(k)
+    """Columns of JSON records; every record is read on its own.
+
+    Each key is matched case-insensitively against the aliases, so one
+    record's spelling (``isl``) and another's (``input_len``) give the same
+    field; two keys of one record giving the same field are an error.
+    Columns are named by the first spelling seen.
+    """
+    shown: dict[str, str] = {}  # field -> first spelling (the column name)
+    normalised: list[dict[str, Any]] = []
+    for i, rec in enumerate(records):
+        row: dict[str, Any] = {}
+        spelled: dict[str, str] = {}
+        for key, value in rec.items():
+            name = str(key).strip()
+            field = _ALIAS.get(name.lower(), name)
+            if field in row:
+                raise WorkloadError(
+                    f"keys {excerpt(spelled[field])} and {excerpt(key)} both give {field}; keep one",
+                    source=source, line=int(lines[i]), field=field, unit=unit,
+                )
+            row[field] = value
+            spelled[field] = key
+            shown.setdefault(field, name)
+        normalised.append(row)
     columns: dict[str, list[Any]] = {}
-    for k in keys:
+    for field, name in shown.items():
         values = []
-        for i, rec in enumerate(records):
-            if k not in rec:
-                raise WorkloadError("missing value", source=source, line=int(lines[i]), field=k, unit=unit)
-            values.append(rec[k])
-        columns[k] = values
-    return columns, keys
+        for i, row in enumerate(normalised):
+            if field not in row:
+                raise WorkloadError("missing value", source=source, line=int(lines[i]), field=name, unit=unit)
+            values.append(row[field])
+        columns[name] = values
+    return columns, list(shown.values())
 
 
 def read_table(
     path_or_buffer: str | PathLike[str] | IO[Any], *, block_size: int = 512
-) -> Workload:
-    """Read a CSV or JSON length-and-arrival file into a :class:`~inferasim.Workload`.
+) -> Columns:
+    """Read a CSV or JSON length-and-arrival file into :class:`~inferasim.workload._columns.Columns`.
+
+    :meth:`Workload.from_csv <inferasim.Workload.from_csv>` builds the
+    workload from them (sorting by arrival, checking id counts).
 
     Parameters
     ----------
@@ -128,8 +165,8 @@ def read_table(
 
     Returns
     -------
-    Workload
-        ``arrival_ms`` shifted so the first request arrives at 0, a ``line``
+    Columns
+        In file order; ``arrival_ms`` shifted so the earliest request arrives at 0, a ``line``
         column with each request's 1-based source line (CSV: the header is
         line 1; JSON array: the record number). Without a hash-id column the
         workload has no content ids (``has_hash_ids`` is False).
@@ -144,8 +181,8 @@ def read_table(
     Examples
     --------
     >>> import io
-    >>> wl = read_table(io.StringIO("TIME,ISL,OSL\\n10,100,5\\n30,300,7\\n"))
-    >>> wl.arrival_ms, wl.input_len, wl.has_hash_ids
+    >>> cols = read_table(io.StringIO("TIME,ISL,OSL\\n10,100,5\\n30,300,7\\n"))
+    >>> cols.arrival_ms, cols.input_len, cols.has_hash_ids
     (array([ 0., 20.]), array([100, 300]), False)
     >>> read_table(io.StringIO("time,isl,osl\\n0,100,5\\n1,-3,7\\n"))
     Traceback (most recent call last):
@@ -153,7 +190,7 @@ def read_table(
     inferasim.errors.WorkloadError: <buffer>, line 3, field 'isl': must be >= 0, got -3
     """
     data, source = read_bytes(path_or_buffer)
-    if data.lstrip()[:1] in (b"[", b"{"):
+    if data.lstrip().removeprefix(b"\xef\xbb\xbf")[:1] in (b"[", b"{"):
         records, lines, unit = parse_json_records(data, source)
         columns, names = _records_to_columns(records, source, unit, lines)
     else:
@@ -173,34 +210,66 @@ def read_table(
             out[canon] = np.full(n, _DEFAULTS[canon], dtype=np.float64 if canon == "arrival_ms" else np.int64)
             continue
         name = mapping[canon]
-        check = number_column if canon == "arrival_ms" else length_column
-        out[canon] = check(_csv_values(columns[name]), name, lines, source, unit)
-    out["arrival_ms"] = out["arrival_ms"] - out["arrival_ms"].min()
+        check = arrival_column if canon == "arrival_ms" else length_column
+        out[canon] = check(_csv_values(columns[name], name, lines, source), name, lines, source, unit)
     extras = {}
+    session_raw: dict[str, tuple[str, list[Any]]] = {}
     for name in names:
         if name in mapping.values():
             continue
         key = str(name).strip()
-        if key.lower() in _RESERVED:
+        canon = canonical_session_key(key)
+        if canon is not None:
+            if canon in session_raw:
+                raise WorkloadError(
+                    f"columns {excerpt(session_raw[canon][0])} and {excerpt(key)} both give "
+                    f"{canon}; keep one",
+                    source=source, line=1 if unit == "line" else None,
+                )
+            session_raw[canon] = (key, _csv_values(columns[name], name, lines, source))
             continue
-        extras[key] = _maybe_numeric(_csv_values(columns[name]))
-    frame = pd.DataFrame({**out, **extras, "line": lines})
+        if key.lower() in _RESERVED:
+            renamed = f"user_{key}"
+            if any(str(other).strip().lower() == renamed.lower() for other in names):
+                raise WorkloadError(
+                    f"column {excerpt(key)} is reserved and {renamed!r} is taken; rename one",
+                    source=source, line=1 if unit == "line" else None,
+                )
+            warnings.warn(
+                f"{source}: column {key!r} is a reserved name (inferasim's "
+                f"{'source line' if key.lower() == 'line' else 'request index'}); kept as {renamed!r}",
+                UserWarning,
+                stacklevel=3,
+            )
+            key = renamed
+        extras[key] = _maybe_numeric(_csv_values(columns[name], name, lines, source))
+    extras.update(
+        session_columns(
+            session_raw.get("session_id", (None, None))[1],
+            session_raw.get("turn", (None, None))[1],
+            out["arrival_ms"], lines, source, unit,
+        )
+    )
     if "hash_ids" in mapping:
         name = mapping["hash_ids"]
         lists = [_parse_id_list(v, int(lines[i]), source, name) for i, v in enumerate(columns[name])]
         lengths = np.fromiter(map(len, lists), dtype=np.int64, count=n)
         offsets = np.concatenate(([0], np.cumsum(lengths)))
         flat = np.fromiter((v for h in lists for v in h), dtype=np.int64, count=int(offsets[-1]))
-        has = True
     else:
-        flat, offsets, has = np.zeros(0, np.int64), np.zeros(n + 1, np.int64), False
+        flat, offsets = None, None
     label = source if hasattr(path_or_buffer, "read") else fspath(path_or_buffer).rsplit("/", 1)[-1]  # type: ignore[arg-type]
-    wl = Workload(frame, flat, offsets, block_size=block_size, has_hash_ids=has, source=label)
-    order = sort_by_arrival(out["arrival_ms"], source)
-    if order is not None:
-        wl = wl._take(order)
-    warn_inconsistent(int(wl.inconsistent_mask().sum()), source, block_size)
-    return wl
+    return Columns(
+        out["arrival_ms"],
+        out["input_len"],
+        out["output_len"],
+        flat,
+        offsets,
+        {**extras, "line": lines},
+        block_size=block_size,
+        source=label,
+        where=source,
+    )
 
 
 def _read_csv(data: bytes, source: str) -> tuple[dict[str, list[Any]], list[str], np.ndarray]:
@@ -213,30 +282,44 @@ def _read_csv(data: bytes, source: str) -> tuple[dict[str, list[Any]], list[str]
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise WorkloadError(f"not UTF-8 text: {exc}", source=source) from None
-    reader = csv.reader(io.StringIO(text), skipinitialspace=True)
+    reader = csv.reader(io.StringIO(text), skipinitialspace=True, strict=True)
     header: list[str] | None = None
     rows: list[list[str]] = []
     lines: list[int] = []
+    start = 1  # the physical line the next row starts on
     try:
         for row in reader:
+            first, start = start, reader.line_num + 1
             if not row or all(not cell.strip() for cell in row):
                 continue
             if header is None:
                 header = [cell.strip() for cell in row]
-                dupes = sorted({h for h in header if header.count(h) > 1})
-                if dupes:
-                    raise WorkloadError(f"duplicate column(s) {dupes}", source=source, line=reader.line_num)
+                if header[0][:1] in ("{", "["):
+                    raise WorkloadError(
+                        "this is JSON, not CSV; read a Mooncake trace with Workload.from_mooncake",
+                        source=source, line=first,
+                    )
+                by_lower: dict[str, str] = {}
+                for h in header:
+                    if h.lower() in by_lower:
+                        raise WorkloadError(
+                            f"duplicate column: {excerpt(by_lower[h.lower()])} and {excerpt(h)} "
+                            "(names are case-insensitive); keep one",
+                            source=source, line=first,
+                        )
+                    by_lower[h.lower()] = h
                 continue
             if len(row) != len(header):
                 raise WorkloadError(
                     f"malformed CSV: {len(row)} fields, but the header has {len(header)}",
                     source=source,
-                    line=reader.line_num,
+                    line=first,
                 )
             rows.append(row)
-            lines.append(reader.line_num)
+            lines.append(first)
     except csv.Error as exc:
-        raise WorkloadError(f"malformed CSV: {exc}", source=source, line=reader.line_num) from None
+        # a quote left open runs to the end of the file: blame the line it opened on
+        raise WorkloadError(f"malformed CSV: {exc}", source=source, line=start) from None
     if header is None:
         raise WorkloadError("empty file: no header row", source=source)
     if not rows:
@@ -245,20 +328,27 @@ def _read_csv(data: bytes, source: str) -> tuple[dict[str, list[Any]], list[str]
     return columns, header, np.asarray(lines, dtype=np.int64)
 
 
-def _csv_values(values: list[Any]) -> list[Any]:
-    """CSV cells as Python numbers where they parse, else as given (for error messages)."""
+def _csv_values(values: list[Any], field: str, lines: np.ndarray, source: str) -> list[Any]:
+    """CSV cells as Python numbers where they are plain ASCII numbers, else as given.
+
+    Cells that are not numbers stay strings, so the validators name them;
+    a non-zero number that float64 reads as 0 (``1e-400``) is an error here.
+    """
     out: list[Any] = []
-    for v in values:
-        if not isinstance(v, str):
+    for i, v in enumerate(values):
+        if not isinstance(v, str) or _NUMBER.fullmatch(v) is None:
             out.append(v)
             continue
         try:
             out.append(int(v))
         except ValueError:
-            try:
-                out.append(float(v))
-            except ValueError:
-                out.append(v)
+            f = float(v)
+            if f == 0.0 and v.lower().split("e")[0].strip("+-0.") != "":
+                raise WorkloadError(
+                    f"the number {excerpt(v)} underflows to 0 in float64; write 0 or a larger value",
+                    source=source, line=int(lines[i]), field=field,
+                ) from None
+            out.append(f)
     return out
 
 
@@ -272,10 +362,11 @@ def _maybe_numeric(values: list[Any]) -> np.ndarray:
     return arr.astype(str)
 
 
-def write_table(workload: Workload, path: str | PathLike[str] | IO[Any]) -> None:
-    """Write a workload as CSV that :func:`read_table` reads back exactly.
+def write_table(workload: Columns, path: str | PathLike[str] | IO[Any]) -> None:
+    """Write a workload's columns as CSV that :func:`read_table` reads back exactly.
 
-    Columns: every column of ``workload.frame`` but the provenance ``line``,
+    ``Workload.to_csv`` passes its columns here. Columns: the three core
+    columns and every extra column but the provenance ``line``,
     then ``hash_ids`` as space-separated integers when the workload has ids.
     Arrival times are written with full float precision; as with
     :func:`~inferasim.workload.mooncake.write_mooncake` the round trip is exact when
@@ -285,13 +376,22 @@ def write_table(workload: Workload, path: str | PathLike[str] | IO[Any]) -> None
     --------
     >>> import io
     >>> buf = io.StringIO()
-    >>> write_table(Workload.from_requests([0, 1.5], [600, 10], [3, 1], [[0, 1], [0]]), buf)
+    >>> cols = Columns(np.array([0, 1.5]), np.array([600, 10]), np.array([3, 1]),
+    ...                np.array([0, 1, 0]), np.array([0, 2, 3]))
+    >>> write_table(cols, buf)
     >>> print(buf.getvalue(), end="")
     arrival_ms,input_len,output_len,hash_ids
     0.0,600,3,0 1
     1.5,10,1,0
     """
-    frame = workload.frame.drop(columns="line", errors="ignore").copy()
+    frame = pd.DataFrame(
+        {
+            "arrival_ms": workload.arrival_ms,
+            "input_len": workload.input_len,
+            "output_len": workload.output_len,
+            **{k: v for k, v in workload.extra.items() if k != "line"},
+        }
+    )
     if workload.has_hash_ids:
-        frame["hash_ids"] = [" ".join(map(str, ids)) for ids in workload._hash_id_lists()]
+        frame["hash_ids"] = [" ".join(map(str, ids)) for ids in workload.hash_id_lists()]
     frame.to_csv(path, index=False)
