@@ -318,3 +318,19 @@ def test_jump_equals_plain_loop_with_the_roofline_and_long_outputs(wl, cfg, outp
     fast = Simulator(**cfg, fast=True).run(wl)
     plain = Simulator(**cfg, fast=False).run(wl)
     assert_same(fast, plain)
+
+
+@SETTINGS
+@given(wl=workloads(), cfg=configs())
+def test_itl_columns_bound_each_other(wl, cfg):
+    # ITL is the mean gap, max_itl_ms the largest: mean <= max <= the whole decode span
+    req = Simulator(**cfg).run(wl).requests
+    fin = req[req["status"] == "finished"]
+    many = fin[fin["output_len"] > 1]
+    one = fin[fin["output_len"] <= 1]
+    assert one["itl_ms"].isna().all() and one["max_itl_ms"].isna().all()
+    assert many["itl_ms"].notna().all() and many["max_itl_ms"].notna().all()
+    span = many["finish_ms"] - many["first_token_ms"]
+    assert (many["itl_ms"] == span / (many["output_len"] - 1)).all()
+    assert (many["max_itl_ms"] >= many["itl_ms"] * (1 - 1e-9)).all()
+    assert (many["max_itl_ms"] <= span * (1 + 1e-9)).all()

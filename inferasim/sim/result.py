@@ -28,6 +28,11 @@ class SimResult:
         ``first_token_ms``, ``finish_ms``; ``queue_ms`` (scheduled -
         arrival), ``ttft_ms`` (first token - arrival), ``tpot_ms`` ((finish -
         first token) / (output_len - 1), NaN for one-token outputs),
+        ``itl_ms`` (inter-token latency as AIPerf defines it, ``(e2e_ms -
+        ttft_ms) / (output_len - 1)``: the same number as ``tpot_ms``, NaN for
+        one-token outputs), ``max_itl_ms`` (the largest gap between two
+        consecutive tokens, a stall indicator: a long prefill chunk sharing
+        the step, a preemption and recompute; NaN for one-token outputs),
         ``e2e_ms`` (finish - arrival); ``input_len``, ``output_len`` (tokens);
         ``cached_blocks``, ``cached_tokens`` (prefix reused at the first
         admission); ``computed_prefill_tokens`` (prefill tokens computed,
@@ -95,6 +100,11 @@ class SimResult:
         P = wl.input_len.astype(np.int64)
         with np.errstate(invalid="ignore", divide="ignore"):
             tpot = np.where(out_len > 1, (finish - first) / np.maximum(out_len - 1, 1), np.nan)
+        max_gap = col(out.max_gap, f64)
+        for rep in run.replicas:
+            rid, gap = rep.gap_maxima()
+            np.fmax.at(max_gap, rid, gap)
+        max_gap[out_len <= 1] = np.nan
         status = np.full(n, "finished", dtype=object)
         reason = np.full(n, None, dtype=object)
         for i, why in run.reasons.items():
@@ -111,6 +121,8 @@ class SimResult:
                 "queue_ms": scheduled - arrival,
                 "ttft_ms": first - arrival,
                 "tpot_ms": tpot,
+                "itl_ms": tpot.copy(),
+                "max_itl_ms": max_gap,
                 "e2e_ms": finish - arrival,
                 "input_len": P,
                 "output_len": out_len,

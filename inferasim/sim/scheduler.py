@@ -106,6 +106,7 @@ class Seq:
         "g_join",
         "epoch",
         "first",
+        "tok",
     )
 
     def __init__(self, rid: int, prompt: int, output: int, ids: list[int], block_size: int):
@@ -122,6 +123,7 @@ class Seq:
         self.d_join = self.c_join = self.g_join = 0
         self.epoch = 0
         self.first = True
+        self.tok = 0.0  # time of the last token produced before the current decode episode
 
 
 class Outputs:
@@ -138,6 +140,9 @@ class Outputs:
         self.cached_tokens = zero * n
         self.computed = zero * n
         self.preemptions = zero * n
+        # largest gap between consecutive tokens outside decode episodes (a token
+        # sampled by a recompute after preemption); episodes are added at the end
+        self.max_gap = nan * n
 
 
 class Replica:
@@ -190,6 +195,15 @@ class Replica:
         self.D = 0
         self.phase = array("q", [0]) * block_size
         self.heap: list[tuple[int, int, int, Seq]] = []
+        # end time of decode step d (d = 1, 2, ...; index 0 unused) and the decode
+        # episodes (request, d_join, d_leave, time of the token before d_join + 1):
+        # a sequence's inter-token gaps in an episode are the durations of steps
+        # d_join + 1 .. d_leave (it is in every one, so they run back to back)
+        self.dend = array("d", [0.0])
+        self.ep_rid = array("q")
+        self.ep_a = array("q")
+        self.ep_b = array("q")
+        self.ep_tok = array("d")
         # current step
         self.clock = 0.0
         self.in_step = False
@@ -307,9 +321,16 @@ class Replica:
 
     def _leave_decode(self, seq: Seq) -> int:
         """Take a decoding sequence out of the decode group; return its computed tokens."""
-        k = self.D - seq.d_join
+        D = self.D
+        k = D - seq.d_join
         computed = seq.c_join + k
         seq.gen = seq.g_join + k
+        if k:
+            self.ep_rid.append(seq.rid)
+            self.ep_a.append(seq.d_join)
+            self.ep_b.append(D)
+            self.ep_tok.append(seq.tok)
+            seq.tok = self.dend[D]
         self.B -= 1
         self.S -= computed + 1
         self.phase[(seq.d_join - seq.c_join) % self.bs] -= 1
@@ -699,6 +720,7 @@ class Replica:
                 self._emit(e)
             B = self.B
             D = self.D = self.D + 1
+            self.dend.append(e)
             self.S += B
             self.outstanding -= B
             heap = self.heap
@@ -732,6 +754,7 @@ class Replica:
         k = jn - j
         B = self.B
         self.D += k
+        self.dend.extend(ends[j:jn])
         self.S += B * k
         self.outstanding -= B * k
         self.steps += k
@@ -778,6 +801,7 @@ class Replica:
         D = self.D
         if B:
             D = self.D = D + 1
+            self.dend.append(e)
             self.S += B
             self.outstanding -= B
             heap = self.heap
@@ -807,6 +831,12 @@ class Replica:
                     self.outstanding -= 1
                     if seq.gen == 1:
                         out.first_token[seq.rid] = e
+                    else:  # the first token after a recompute (preemption)
+                        gap = e - seq.tok
+                        g0 = out.max_gap[seq.rid]
+                        if not gap <= g0:  # (NaN-safe)
+                            out.max_gap[seq.rid] = gap
+                    seq.tok = e
                     self.prefilling.remove(seq)
                     if seq.gen >= seq.output:
                         self._finish(seq, c, e)
@@ -824,6 +854,29 @@ class Replica:
         if not self.running and not self.waiting:
             self.busy = False
             self.busy_ms += e - self.busy_start
+
+    def gap_maxima(self) -> tuple[np.ndarray, np.ndarray]:
+        """Largest inter-token gap of each decode episode: ``(request ids, gaps)``.
+
+        An episode from ``d_join`` to ``d_leave`` produced tokens at the ends of
+        decode steps ``d_join + 1 .. d_leave``; its gaps are the first one (from
+        the token before, ``tok``) and the durations of the later steps.
+        """
+        if not len(self.ep_rid):
+            return np.zeros(0, np.int64), np.zeros(0, np.float64)
+        d = np.array(self.dend, dtype=np.float64)
+        a = np.array(self.ep_a, dtype=np.int64)
+        b = np.array(self.ep_b, dtype=np.int64)
+        gap = d[a + 1] - np.array(self.ep_tok, dtype=np.float64)
+        steps = np.diff(d)  # steps[i] = d[i + 1] - d[i]: the duration of step i + 1
+        inner = b - a >= 2  # steps d_join + 2 .. d_leave, i.e. steps[a + 1 : b]
+        if inner.any():
+            lo, hi = a[inner] + 1, b[inner]
+            idx = np.empty(2 * len(lo), dtype=np.int64)
+            idx[0::2], idx[1::2] = lo, hi
+            steps = np.append(steps, 0.0)  # (reduceat needs hi < len)
+            gap[inner] = np.maximum(gap[inner], np.maximum.reduceat(steps, idx)[0::2])
+        return np.array(self.ep_rid, dtype=np.int64), gap
 
     def _finish(self, seq: Seq, computed: int, t: float) -> None:
         self._release(seq, computed)
