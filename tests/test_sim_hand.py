@@ -308,3 +308,40 @@ def test_largest_gap_spans_a_preemption(fast):
     req = run(wl, kv_blocks=4, fast=fast).requests
     assert req["max_itl_ms"].tolist() == pytest.approx([5.2, 123.95])
     assert req["itl_ms"].tolist() == pytest.approx([(207.1 - 6.6) / 39, (325.95 - 6.6) / 39])
+
+
+def test_length_aware_evicts_the_deepest_block_first():
+    # kv_blocks=5, one output token each (a request releases its blocks, tail first,
+    # when its prefill ends); no block is ever hit before D, so hits tie at 0.
+    # A: ids 4,5 (positions 0, 1)      -> evictable in the order 5, 4
+    # B: ids 1,2,3 (positions 0, 1, 2) -> order 5, 4, 3, 2, 1 (cache full)
+    # C: ids 6,7 needs 2 blocks, 0 free:
+    #    lfu (ties by LRU order) evicts 5 and 4;
+    #    length_aware evicts the deepest: 3 (position 2), then of 5 and 2 (position 1)
+    #    the one evictable first, 5. Block 4 stays.
+    # D: ids 4,9 reuses block 4 (16 tokens) under length_aware only.
+    wl = Workload.from_requests(
+        [0, 1000, 2000, 3000],
+        [32, 48, 32, 32],
+        [1, 1, 1, 1],
+        [[4, 5], [1, 2, 3], [6, 7], [4, 9]],
+        block_size=BS,
+    )
+    la = run(wl, kv_blocks=5, eviction="length_aware")
+    lfu = run(wl, kv_blocks=5, eviction="lfu")
+    assert la.requests["cached_tokens"].tolist() == [0, 0, 0, 16]
+    assert lfu.requests["cached_tokens"].tolist() == [0, 0, 0, 0]
+
+
+def test_length_aware_keeps_a_block_with_hits_over_a_shallower_one():
+    # Hits come first: in the LFU scenario above, block 1 (1 hit) survives D's three
+    # evictions under length_aware as under lfu, so E reuses it.
+    wl = Workload.from_requests(
+        [0, 1000, 2000, 3000, 4000],
+        [32, 32, 32, 48, 32],
+        [1, 1, 1, 1, 1],
+        [[1, 2], [1, 3], [4, 5], [6, 7, 8], [1, 9]],
+        block_size=BS,
+    )
+    la = run(wl, kv_blocks=4, eviction="length_aware")
+    assert la.requests["cached_tokens"].tolist() == [0, 16, 0, 0, 16]

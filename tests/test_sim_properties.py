@@ -66,7 +66,7 @@ def configs(draw) -> dict:
         max_num_seqs=max_num_seqs,
         max_batched_tokens=draw(st.integers(max_num_seqs, 64)),
         chunked_prefill=draw(st.booleans()),
-        eviction=draw(st.sampled_from(["lru", "fifo", "lfu"])),
+        eviction=draw(st.sampled_from(["lru", "fifo", "lfu", "length_aware"])),
         temperature=draw(st.sampled_from([0.0, 0.0, 2.0])),
         seed=draw(st.integers(0, 3)),
         cost_model=LinearCostModel(

@@ -825,7 +825,7 @@ class Replica:
                     j0 = c0 // bs
                     j1 = c // bs
                     if j1 > j0 and j0 < len(ids):
-                        self.n_private -= cache.register_run(ids[j0:j1], seq.hashed)
+                        self.n_private -= cache.register_run(ids[j0:j1], seq.hashed, j0)
                 if c == seq.tokens:
                     seq.gen += 1
                     self.outstanding -= 1

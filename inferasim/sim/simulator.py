@@ -40,8 +40,10 @@ class Simulator:
         KV blocks per replica (blocks of the workload's ``block_size``),
         shared by running sequences and the prefix cache. Default: the cost
         model's ``kv_capacity_blocks``. A very large number means unbounded.
-    eviction : {"lru", "fifo", "lfu"}, default "lru"
-        Which evictable cached block goes when a new block is needed.
+    eviction : {"lru", "fifo", "lfu", "length_aware"}, default "lru"
+        Which evictable cached block goes when a new block is needed;
+        ``"length_aware"`` is the Mooncake paper's policy (fewest hits first,
+        then the block deepest in its prompt; see :mod:`inferasim.sim.cache`).
     max_num_seqs : int, default 256
         Running sequences per replica at most.
     max_batched_tokens : int, default 8192
