@@ -57,7 +57,9 @@ def workloads(draw, max_n: int = 25, allow_no_ids: bool = True) -> Workload:
 def configs(draw) -> dict:
     max_num_seqs = draw(st.integers(1, 8))
     routing = draw(
-        st.sampled_from(["round_robin", "random", "least_loaded", "cache_aware", "kv_cost"])
+        st.sampled_from(
+            ["round_robin", "random", "least_loaded", "cache_aware", "kv_cost", "conductor"]
+        )
     )
     cfg = dict(
         replicas=draw(st.integers(1, 3)),

@@ -16,7 +16,10 @@ What is modelled
   it ends, LRU/FIFO/LFU eviction of unpinned blocks only when a block is
   needed. At least one prompt token is always computed (a prompt that is
   entirely cached recomputes its last block, as vLLM does).
-* Routing at arrival on the replicas' exact state (:mod:`inferasim.sim.router`).
+* Routing at arrival on the replicas' exact state (:mod:`inferasim.sim.router`),
+  including Mooncake's KV-centric ``"conductor"`` (smallest estimated TTFT).
+* Admission at arrival (:mod:`inferasim.sim.admission`): admit all, or
+  reject early what would miss its TTFT/TPOT objective (``admission="slo"``).
 * Step times from a cost model (:mod:`inferasim.sim.cost`,
   :mod:`inferasim.sim.roofline`).
 
@@ -34,8 +37,9 @@ Statuses
 --------
 ``"finished"``, or ``"rejected"`` with a ``reason`` when a request can
 never fit in a replica's KV memory (``ceil((input_len + output_len - 1) /
-block_size) > kv_blocks``) or has an empty prompt. Rejected requests are
-not routed (``replica`` -1). There is no time horizon: every accepted
+block_size) > kv_blocks``), has an empty prompt, or was turned away by the
+admission policy. Rejected requests are not served (``replica`` -1) and
+consume no KV memory and no GPU time. There is no time horizon: every accepted
 request finishes.
 
 Examples
@@ -52,11 +56,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from inferasim.sim.admission import SloAdmission
 from inferasim.sim.cost import LinearCostModel
 from inferasim.sim.result import SimResult
 from inferasim.sim.router import (
     ROUTING_POLICIES,
     CacheAwareRouter,
+    ConductorRouter,
     KvCostRouter,
     LeastLoadedRouter,
     LongestMatchRouter,
@@ -81,6 +87,8 @@ __all__ = [
     "CacheAwareRouter",
     "LongestMatchRouter",
     "KvCostRouter",
+    "ConductorRouter",
+    "SloAdmission",
 ]
 
 

@@ -89,6 +89,7 @@ def simulate(
     sample_ms: float | None,
     jump: bool,
     progress: bool,
+    admission: Callable[..., Any] | None = None,
 ) -> RunOutput:
     """Run ``wl`` through ``num_replicas`` replicas; see :class:`Simulator`.
 
@@ -141,7 +142,7 @@ def simulate(
         rep.next_sample = rep.clock = t0
         rep.sample_i = 0
         rep.t0 = t0
-    current: list[Any] = [[], 0]
+    current: list[Any] = [[], 0, 0.0, 0]  # ids, limit, now, input_len of the request
     views = tuple(ReplicaView(rep, current) for rep in reps)
     if isinstance(router, KvCostRouter):
         router.block_size = bs
@@ -202,6 +203,8 @@ def simulate(
                     active[j] = rep.n_private + rep.cache.pinned + rep.queued_blocks
             current[0] = ids
             current[1] = limit
+            current[2] = a
+            current[3] = p
             r = router(Request(i, a, p, O_l[i], tuple(ids)), views)
             try:
                 r = operator.index(r)
@@ -214,6 +217,18 @@ def simulate(
                 ) from None
         rep = reps[r]
         rep.advance(a)
+        if admission is not None:
+            current[0] = ids
+            current[1] = limit
+            current[2] = a
+            current[3] = p
+            if not admission(Request(i, a, p, O_l[i], tuple(ids)), (views[r],), a):
+                reasons[i] = getattr(admission, "last_reason", "") or "rejected by admission"
+                w = wakes[r] = rep.wake()
+                active[r] = rep.n_private + rep.cache.pinned + rep.queued_blocks
+                if w < min_wake:
+                    min_wake = w
+                continue
         rep.arrive(Seq(i, p, O_l[i], ids, bs), a)
         w = wakes[r] = rep.wake()
         active[r] = rep.n_private + rep.cache.pinned + rep.queued_blocks

@@ -34,6 +34,16 @@ Built-in policies (``Simulator(routing=name)``):
     active_blocks`` (lowest wins; ties to the least loaded). With
     ``temperature > 0`` the replica is drawn with probability proportional to
     ``exp(-(cost - min cost) / temperature)``.
+``"conductor"``
+    Mooncake's KV-centric scheduler: the replica with the smallest estimated
+    TTFT, :attr:`ReplicaView.ttft_estimate_ms` (its queue time plus the
+    prefill time of the request's tokens not cached there, from the cost
+    model); ties to the fewest outstanding tokens, then the lowest index.
+    Written only against the public :class:`ReplicaView` API.
+
+The views also estimate times from the cost model (``queue_ms``,
+``prefill_ms(tokens)``, ``ttft_estimate_ms``, ``tpot_estimate_ms``) and show
+memory (``free_kv_blocks``): enough to write a custom KV-centric policy.
 """
 
 from __future__ import annotations
@@ -52,6 +62,7 @@ __all__ = [
     "CacheAwareRouter",
     "LongestMatchRouter",
     "KvCostRouter",
+    "ConductorRouter",
     "ROUTING_POLICIES",
     "make_router",
 ]
@@ -229,8 +240,140 @@ class ReplicaView:
         >>> v.prefix_match_blocks  # blocks 1, 2 of (1, 2, 4)
         2
         """
-        ids, limit = self._cur
+        ids, limit = self._cur[0], self._cur[1]
         return self._rep.cache.match(ids, limit)[0]
+
+    @property
+    def block_size(self) -> int:
+        """Tokens per KV block.
+
+        Examples
+        --------
+        >>> _demo_view().block_size
+        16
+        """
+        return self._rep.bs
+
+    @property
+    def free_kv_blocks(self) -> int:
+        """KV blocks a new request could take now: free plus evictable cached ones.
+
+        Examples
+        --------
+        >>> _demo_view().free_kv_blocks  # 50 - 4 held by request 0
+        46
+        """
+        rep = self._rep
+        return rep.capacity - rep.n_private - rep.cache.pinned
+
+    @property
+    def decode_batch(self) -> int:
+        """Sequences decoding now (a token each step).
+
+        Examples
+        --------
+        >>> _demo_view().decode_batch
+        1
+        """
+        return self._rep.B
+
+    @property
+    def prefill_tokens_pending(self) -> int:
+        """Prompt tokens still to compute on this replica after the running step:
+        waiting prompts in full (their cache hits are not known until
+        admission) plus the rest of the prompts being prefilled.
+
+        Examples
+        --------
+        >>> _demo_view().prefill_tokens_pending  # request 1 waits with 32 tokens
+        32
+        """
+        rep = self._rep
+        n = 0
+        for seq in rep.waiting:
+            n += seq.tokens
+        for seq in rep.prefilling:
+            n += seq.tokens - seq.computed
+        if rep.in_step:
+            for _, k in rep.cur_chunks:  # (computed when the running step ends)
+                n -= k
+        return n
+
+    def prefill_ms(self, tokens: int, cached: int = 0) -> float:
+        """Estimated time to prefill ``tokens`` prompt tokens after ``cached``
+        ones, in chunks of the token budget left by the current decode batch.
+
+        Each chunk of ``n`` tokens starting at position ``c`` costs
+        ``step_time_ms(n, n * c + n * (n + 1) // 2, B, S)`` with the replica's
+        decode batch ``B`` and context ``S`` now (they are held fixed).
+
+        Examples
+        --------
+        >>> v = _demo_view()          # budget 64 - 1 decoding = 63 tokens a step
+        >>> round(v.prefill_ms(100), 3)  # 2 steps: 5 + 0.05 * 63 + 0.1, 5 + 0.05 * 37 + 0.1
+        15.2
+        """
+        rep = self._rep
+        B, S = rep.B, rep.S
+        budget = rep.max_tokens - B
+        if budget < 1:
+            budget = 1
+        cost = rep.cost
+        t = 0.0
+        c = cached
+        left = tokens
+        while left > 0:
+            n = left if left < budget else budget
+            t += float(cost(n, n * c + n * (n + 1) // 2, B, S))
+            c += n
+            left -= n
+        return t
+
+    @property
+    def queue_ms(self) -> float:
+        """Estimated wait before a request routed now starts its prefill: the rest
+        of the running step plus :meth:`prefill_ms` of
+        :attr:`prefill_tokens_pending`.
+
+        Examples
+        --------
+        >>> v = _demo_view()      # steps end at 7.4, 12.5, 17.6, 22.7; now is 20
+        >>> round(v.queue_ms, 3)  # 2.7 + (5 + 0.05 * 32 + 0.1)
+        9.4
+        """
+        rep = self._rep
+        now = self._cur[2]
+        wait = rep.step_end - now if rep.in_step and rep.step_end > now else 0.0
+        pending = self.prefill_tokens_pending
+        return wait + (self.prefill_ms(pending) if pending else 0.0)
+
+    @property
+    def ttft_estimate_ms(self) -> float:
+        """Estimated TTFT of the request being routed if it goes here:
+        :attr:`queue_ms` plus :meth:`prefill_ms` of its tokens not cached here
+        (at least one token is always computed).
+
+        Examples
+        --------
+        >>> v = _demo_view()  # 48 tokens, blocks 1, 2 (32 tokens) cached: 16 to compute
+        >>> round(v.ttft_estimate_ms, 3)  # 9.4 + (5 + 0.05 * 16 + 0.1)
+        15.3
+        """
+        cached = self.prefix_match_blocks * self._rep.bs
+        return self.queue_ms + self.prefill_ms(self._cur[3] - cached, cached)
+
+    @property
+    def tpot_estimate_ms(self) -> float:
+        """Estimated decode step time once the request being routed joins the
+        decode batch here: ``step_time_ms(0, 0, B + 1, S + input_len)``.
+
+        Examples
+        --------
+        >>> round(_demo_view().tpot_estimate_ms, 3)  # 5 + 0.1 * 2
+        5.2
+        """
+        rep = self._rep
+        return float(rep.cost(0, 0, rep.B + 1, rep.S + self._cur[3]))
 
 
 def _demo_view() -> ReplicaView:
@@ -239,7 +382,7 @@ def _demo_view() -> ReplicaView:
     Request 0 (48 tokens: blocks 1, 2, 3 of 16 tokens; 10 output tokens) started at
     0 with ``LinearCostModel()``: by 20 ms it has 3 tokens and holds 4 blocks.
     Request 1 (32 tokens, 2 output tokens) has just queued. The view routes a
-    request whose reusable blocks are 1, 2 (of 1, 2, 4).
+    48-token request whose reusable blocks are 1, 2 (of 1, 2, 4) at 20 ms.
     """
     from inferasim.sim.cost import LinearCostModel
     from inferasim.sim.scheduler import Outputs, Replica, Seq
@@ -260,7 +403,7 @@ def _demo_view() -> ReplicaView:
     rep.arrive(Seq(0, 48, 10, [1, 2, 3], 16), 0.0)
     rep.advance(20.0)
     rep.arrive(Seq(1, 32, 2, [7, 8], 16), 20.0)
-    return ReplicaView(rep, [[1, 2, 4], 2])
+    return ReplicaView(rep, [[1, 2, 4], 2, 20.0, 48])
 
 
 def _least_loaded(replicas: Sequence[ReplicaView]) -> int:
@@ -629,6 +772,42 @@ class LongestMatchRouter:
         return best
 
 
+class ConductorRouter:
+    """Smallest estimated TTFT (queue + uncached prefill); ties to the least loaded.
+
+    Uses only :class:`ReplicaView`'s public API, so it doubles as an example
+    of a custom KV-centric policy.
+
+    Examples
+    --------
+    >>> from types import SimpleNamespace as NS
+    >>> ConductorRouter()(None, [NS(index=0, ttft_estimate_ms=30.0, outstanding_tokens=9),
+    ...                          NS(index=1, ttft_estimate_ms=12.5, outstanding_tokens=80),
+    ...                          NS(index=2, ttft_estimate_ms=12.5, outstanding_tokens=40)])
+    2
+    """
+
+    needs_state = True
+
+    def reset(self, num_replicas: int, seed: int | None) -> None:
+        """Nothing to reset: the policy keeps no state.
+
+        Examples
+        --------
+        >>> ConductorRouter().reset(2, seed=0) is None
+        True
+        """
+
+    def __call__(self, request: Request, replicas: Sequence[ReplicaView]) -> int:
+        best = -1
+        best_key = (0.0, 0)
+        for v in replicas:
+            key = (v.ttft_estimate_ms, v.outstanding_tokens)
+            if best < 0 or key < best_key:
+                best, best_key = v.index, key
+        return best
+
+
 ROUTING_POLICIES: dict[str, Callable[..., Any]] = {
     "round_robin": RoundRobinRouter,
     "random": RandomRouter,
@@ -636,6 +815,7 @@ ROUTING_POLICIES: dict[str, Callable[..., Any]] = {
     "cache_aware": CacheAwareRouter,
     "kv_cost": KvCostRouter,
     "longest_match": LongestMatchRouter,
+    "conductor": ConductorRouter,
 }
 
 
@@ -655,7 +835,7 @@ def make_router(
     >>> make_router("nearest")
     Traceback (most recent call last):
     ...
-    ValueError: routing must be one of ['round_robin', 'random', 'least_loaded', 'cache_aware', 'kv_cost', 'longest_match'] or a callable, got 'nearest'
+    ValueError: routing must be one of ['round_robin', 'random', 'least_loaded', 'cache_aware', 'kv_cost', 'longest_match', 'conductor'] or a callable, got 'nearest'
     """
     if isinstance(routing, str):
         if routing not in ROUTING_POLICIES:

@@ -6,6 +6,7 @@ import numbers
 from collections.abc import Callable
 from typing import Any
 
+from inferasim.sim.admission import make_admission
 from inferasim.sim.cache import EVICTION_POLICIES
 from inferasim.sim.engine import simulate
 from inferasim.sim.result import SimResult
@@ -64,6 +65,16 @@ class Simulator:
     fast : bool, default True
         Advance pure-decode stretches in one jump. False runs every step on
         its own (the reference loop; same frames, much slower).
+    admission : None, "slo" or callable, default None
+        Which arriving requests are served (see :mod:`inferasim.sim.admission`).
+        None admits all; ``"slo"`` rejects at arrival a request whose
+        predicted TTFT on its instance exceeds ``slo_ttft_ms`` or whose
+        predicted TPOT exceeds ``slo_tpot_ms`` (Mooncake's early rejection);
+        a callable ``admit(request, views, now) -> bool`` decides itself.
+        Rejected requests keep their row (``status="rejected"``, a
+        ``reason``) and consume nothing.
+    slo_ttft_ms, slo_tpot_ms : float, optional
+        The objectives of ``admission="slo"``.
 
     Examples
     --------
@@ -94,6 +105,9 @@ class Simulator:
         timeline_ms: float | None = None,
         progress: bool = True,
         fast: bool = True,
+        admission: str | Callable[..., bool] | None = None,
+        slo_ttft_ms: float | None = None,
+        slo_tpot_ms: float | None = None,
     ) -> None:
         self.replicas = replicas
         self.routing = routing
@@ -109,6 +123,9 @@ class Simulator:
         self.timeline_ms = timeline_ms
         self.progress = progress
         self.fast = fast
+        self.admission = admission
+        self.slo_ttft_ms = slo_ttft_ms
+        self.slo_tpot_ms = slo_tpot_ms
 
     def __repr__(self) -> str:
         return (
@@ -189,6 +206,9 @@ class Simulator:
                     f"the cost model leaves no KV memory ({capacity} blocks): the weights do not "
                     "fit, use a larger GPU or tensor parallelism"
                 )
+        admit = make_admission(
+            self.admission, slo_ttft_ms=self.slo_ttft_ms, slo_tpot_ms=self.slo_tpot_ms
+        )
         router = make_router(
             self.routing,
             overlap_weight=self.overlap_weight,
@@ -209,6 +229,7 @@ class Simulator:
             sample_ms=self.timeline_ms,
             jump=bool(self.fast),
             progress=bool(self.progress),
+            admission=admit,
         )
         config = {
             "replicas": int(self.replicas),
@@ -221,5 +242,10 @@ class Simulator:
             "max_batched_tokens": int(self.max_batched_tokens),
             "chunked_prefill": bool(self.chunked_prefill),
             "seed": self.seed,
+            "admission": self.admission
+            if self.admission is None or isinstance(self.admission, str)
+            else repr(self.admission),
+            "slo_ttft_ms": self.slo_ttft_ms,
+            "slo_tpot_ms": self.slo_tpot_ms,
         }
         return SimResult._build(workload, run, config)
