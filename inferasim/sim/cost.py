@@ -93,6 +93,9 @@ class LinearCostModel:
         Per context token read by decode attention.
     kv_blocks : int, optional
         KV blocks per replica, if this model should state it.
+    kv_bytes_per_token : float, default 131072.0
+        KV cache bytes per token (what a KV transfer moves; the default is
+        Llama-3.1-8B's 2 x 32 layers x 8 KV heads x 128 x 2 bytes).
 
     Examples
     --------
@@ -109,6 +112,7 @@ class LinearCostModel:
     decode_seq_ms: float = 0.1
     decode_context_ms: float = 0.0
     kv_blocks: int | None = None
+    kv_bytes_per_token: float = 131072.0
 
     def __post_init__(self) -> None:
         for name in (
@@ -117,6 +121,7 @@ class LinearCostModel:
             "prefill_attention_ms",
             "decode_seq_ms",
             "decode_context_ms",
+            "kv_bytes_per_token",
         ):
             value = getattr(self, name)
             if not np.isfinite(value) or value < 0:

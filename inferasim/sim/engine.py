@@ -29,10 +29,10 @@ from inferasim.sim.router import (
     ReplicaView,
     Request,
 )
-from inferasim.sim.scheduler import Outputs, Replica, Seq
+from inferasim.sim.scheduler import HANDOFF, Outputs, Replica, Seq
 from inferasim.workload import Workload
 
-__all__ = ["rejection_reasons", "simulate"]
+__all__ = ["rejection_reasons", "simulate", "simulate_disaggregated"]
 
 _FAST_ROUTERS = (KvCostRouter, CacheAwareRouter, LeastLoadedRouter)
 
@@ -242,6 +242,301 @@ def simulate(
     fin = np.frombuffer(out.finish, dtype=np.float64)
     end = float(np.nanmax(fin)) if np.isfinite(fin).any() else t0
     stop = math.nextafter(end, math.inf)
+    for rep in reps:
+        if rep.next_sample < stop:
+            rep._emit(stop)
+    return RunOutput(out=out, reasons=reasons, replicas=reps, end_ms=end)
+
+
+def simulate_disaggregated(
+    wl: Workload,
+    *,
+    prefill_replicas: int,
+    decode_replicas: int,
+    router: Callable[..., Any],
+    cost: Any,
+    capacity: int,
+    max_num_seqs: int,
+    max_batched_tokens: int,
+    chunked_prefill: bool,
+    eviction: str,
+    seed: int | None,
+    sample_ms: float | None,
+    jump: bool,
+    progress: bool,
+    admission: Callable[..., Any] | None,
+    kv_bytes_per_token: float,
+    handoff_gbps: float,
+    handoff_latency_us: float,
+    layerwise: bool,
+) -> RunOutput:
+    """Run ``wl`` on a prefill pool and a decode pool; see :class:`Simulator`.
+
+    Replicas ``0 .. P-1`` are prefill instances, ``P .. P+D-1`` decode
+    instances. The router places each request on a prefill instance; a
+    prefill instance computes the prompt (chunked, with its own prefix
+    cache), samples the first token and hands the sequence off:
+
+    1. a decode instance with room for the KV (``ceil((input_len + 1) /
+       block_size)`` free or evictable blocks) is chosen, the one with the
+       fewest active blocks (ties to the lowest index), and the blocks are
+       reserved there; if none has room the KV stays pinned on the prefill
+       instance and the handoff waits (vLLM's source-first order: the
+       source holds the KV until the destination has taken it), retried,
+       first come first served, whenever a decode instance's state changes;
+    2. the prompt's KV (``input_len * kv_bytes_per_token`` bytes) moves over
+       the prefill instance's link (:class:`~inferasim.sim.transfer.Link`:
+       ``handoff_gbps`` shared by the transfers in flight, plus
+       ``handoff_latency_us``);
+    3. on delivery the prefill instance frees the KV and the sequence joins
+       the decode instance's next step (its second token).
+
+    With ``layerwise`` steps 1-2 happen when the prefill starts (the KV
+    streams out layer by layer as it is computed) and the sequence is
+    delivered at the later of the transfer's end and the prefill's end.
+
+    The loop processes events in time order (step ends of prefill
+    instances, transfer deliveries, arrivals; decode instances are advanced
+    to each event that touches them), so the state read at an event is the
+    state at that instant.
+
+    Examples
+    --------
+    >>> from inferasim.sim.cost import LinearCostModel
+    >>> from inferasim.sim.router import RoundRobinRouter
+    >>> wl = Workload.from_requests([0], [32], [3], block_size=16)
+    >>> run = simulate_disaggregated(wl, prefill_replicas=1, decode_replicas=1,
+    ...     router=RoundRobinRouter(), cost=LinearCostModel(), capacity=8, max_num_seqs=8,
+    ...     max_batched_tokens=64, chunked_prefill=True, eviction="lru", seed=0,
+    ...     sample_ms=None, jump=True, progress=False, admission=None,
+    ...     kv_bytes_per_token=1e6, handoff_gbps=32.0, handoff_latency_us=0.0,
+    ...     layerwise=False)
+    >>> run.out.first_token[0], run.out.delivered[0], run.out.finish[0]  # 6.6 + 32 MB / 32 GB/s
+    (6.6, 7.6, 17.8)
+    """
+    from inferasim.sim.transfer import Link
+
+    n = len(wl)
+    bs = wl.block_size
+    P_n, D_n = prefill_replicas, decode_replicas
+    out = Outputs(n)
+    reasons = rejection_reasons(wl, capacity)
+    arrival = wl.arrival_ms.astype(np.float64)
+    P = wl.input_len.astype(np.int64)
+    out_len = wl.output_len.astype(np.int64)
+    nh = np.minimum(wl.num_blocks, P // bs) if wl.has_hash_ids else np.zeros(n, dtype=np.int64)
+    starts = wl.offsets[:-1]
+    flat = wl.hash_ids
+    if sample_ms is None:
+        span = float(arrival[-1] - arrival[0]) if n else 0.0
+        sample_ms = span / 1000.0 if span > 0 else 1000.0
+    t0 = float(arrival[0]) if n else 0.0
+
+    def make(r: int, role: str) -> Replica:
+        rep = Replica(
+            r,
+            cost=cost,
+            block_size=bs,
+            capacity=capacity,
+            max_num_seqs=max_num_seqs,
+            max_batched_tokens=max_batched_tokens,
+            chunked_prefill=chunked_prefill,
+            eviction=eviction,
+            out=out,
+            sample_ms=sample_ms,
+            jump=jump,
+            role=role,
+        )
+        rep.next_sample = rep.clock = t0
+        rep.sample_i = 0
+        rep.t0 = t0
+        return rep
+
+    pre = [make(r, "prefill") for r in range(P_n)]
+    dec = [make(P_n + r, "decode") for r in range(D_n)]
+    links = [Link(handoff_gbps, handoff_latency_us) for _ in range(P_n)]
+    current: list[Any] = [[], 0, 0.0, 0]
+    views = tuple(ReplicaView(rep, current, links[r], kv_bytes_per_token) for r, rep in enumerate(pre))
+    dviews = tuple(ReplicaView(rep, current) for rep in dec)
+    if isinstance(router, KvCostRouter):
+        router.block_size = bs
+    reset = getattr(router, "reset", None)
+    if reset is not None:
+        reset(P_n, seed)
+
+    bar = None
+    if progress and n:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=n, delay=1.0, unit="req", desc="simulate", leave=False)
+    arr_l, P_l, O_l, nh_l, st_l = (
+        arrival.tolist(),
+        P.tolist(),
+        out_len.tolist(),
+        nh.tolist(),
+        starts.tolist(),
+    )
+
+    waiting_room: list[tuple[Seq, int]] = []  # handoffs waiting for decode room, FCFS
+    # in flight: (link, transfer id) -> [seq, prefill index, decode index, prefill done?,
+    # transfer done?]
+    flight: dict[tuple[int, int], list[Any]] = {}
+    by_seq: dict[int, list[Any]] = {}  # request id -> its flight record (layerwise)
+
+    def least_active_with_room(need: int, t: float) -> int:
+        best, best_active = -1, 0
+        for j, rep in enumerate(dec):
+            rep.advance(t)
+            if rep.capacity - rep.n_private - rep.cache.pinned < need:
+                continue
+            act = rep.n_private + rep.cache.pinned + rep.queued_blocks
+            if best < 0 or act < best_active:
+                best, best_active = j, act
+        return best
+
+    def place(seq: Seq, p: int, t: float, done: bool) -> bool:
+        need = -(-(seq.prompt + 1) // bs)
+        d = least_active_with_room(need, t)
+        if d < 0:
+            return False
+        dec[d].reserve(need)
+        tid = links[p].start(t, seq.prompt * kv_bytes_per_token)
+        out.xfer_start[seq.rid] = t
+        rec = [seq, p, d, done, False]
+        flight[(p, tid)] = rec
+        by_seq[seq.rid] = rec
+        return True
+
+    def hand_over(rec: list[Any], t: float) -> None:
+        seq, p, d = rec[0], rec[1], rec[2]
+        pre[p].advance(t)
+        pre[p].release_kv(seq, t)
+        dec[d].advance(t)
+        dec[d].deliver(seq, t)
+        del by_seq[seq.rid]
+
+    order = [i for i in range(n) if i not in reasons]
+    k = 0
+    inf = math.inf
+    while True:
+        T = arr_l[order[k]] if k < len(order) else inf
+        for rep in pre:
+            w = rep.wake()
+            if w < T:
+                T = w
+        for link in links:
+            w = link.next_done()
+            if w < T:
+                T = w
+        if waiting_room:
+            for rep in dec:
+                w = rep.wake()
+                if w < T:
+                    T = w
+        if T == inf:
+            break
+        # 1. prefill instances up to T: steps ending at T complete (first tokens)
+        events: list[tuple[bool, Seq, float, int]] = []
+        for p, rep in enumerate(pre):
+            if rep.wake() <= T:
+                rep.advance(T)
+            if rep.handoffs:
+                events.extend((done, seq, te, p) for done, seq, te in rep.handoffs)
+                rep.handoffs.clear()
+        events.sort(key=lambda x: (x[2], x[1].rid))
+        # (a prefill step that started before T, right after the previous event:
+        # its layerwise transfers start then, before anything at T)
+        early = 0
+        while early < len(events) and events[early][2] < T:
+            early += 1
+        for done, seq, te, p in events[:early]:
+            if layerwise and not done and not place(seq, p, te, False):
+                waiting_room.append((seq, p))
+        # 2. transfers delivered by T
+        for p, link in enumerate(links):
+            if link._pending and link._pending[0][0] <= T or link._n:
+                for tid in link.pop_done(T):
+                    rec = flight.pop((p, tid))
+                    out.delivered[rec[0].rid] = T
+                    rec[4] = True
+                    if rec[3]:
+                        hand_over(rec, T)
+        # 3. handoffs that were waiting for room, then the new ones
+        if waiting_room:
+            still = []
+            for seq, p in waiting_room:
+                if not place(seq, p, T, seq.state == HANDOFF):
+                    still.append((seq, p))
+            waiting_room = still
+        for done, seq, te, p in events[early:]:
+            if not done:  # the prefill starts: with layerwise, the KV streams out
+                if layerwise and not place(seq, p, te, False):
+                    waiting_room.append((seq, p))
+                continue
+            rec = by_seq.get(seq.rid)
+            if rec is not None:  # layerwise, transfer under way or delivered
+                rec[3] = True
+                if rec[4]:
+                    out.delivered[seq.rid] = te
+                    hand_over(rec, te)
+            elif layerwise and any(s is seq for s, _ in waiting_room):
+                pass  # still waiting for room; placed as a whole when it comes
+            elif not place(seq, p, te, True):
+                waiting_room.append((seq, p))
+        # 4. arrivals at T
+        while k < len(order) and arr_l[order[k]] <= T:
+            i = order[k]
+            k += 1
+            if bar is not None and not k & 1023:
+                bar.update(1024)
+            a = arr_l[i]
+            p_len = P_l[i]
+            kk = nh_l[i]
+            ids = flat[st_l[i] : st_l[i] + kk].tolist() if kk else []
+            limit = (p_len - 1) // bs
+            if limit > kk:
+                limit = kk
+            if getattr(router, "needs_state", True):
+                for rep in pre:
+                    rep.advance(a)
+            current[0] = ids
+            current[1] = limit
+            current[2] = a
+            current[3] = p_len
+            req = Request(i, a, p_len, O_l[i], tuple(ids))
+            r = router(req, views)
+            try:
+                r = operator.index(r)
+                if not 0 <= r < P_n:
+                    raise IndexError
+            except (TypeError, IndexError):
+                raise ValueError(
+                    f"routing returned {r!r} for request {i}; expected an int "
+                    f"in [0, {P_n}) (a prefill instance)"
+                ) from None
+            rep = pre[r]
+            rep.advance(a)
+            if admission is not None:
+                need = -(-(p_len + 1) // bs)
+                d = least_active_with_room(need, a)
+                dv = dviews[d] if d >= 0 else dviews[0]
+                if not admission(req, (views[r], dv), a):
+                    reasons[i] = getattr(admission, "last_reason", "") or "rejected by admission"
+                    continue
+            rep.arrive(Seq(i, p_len, O_l[i], ids, bs), a)
+    for rep in pre:
+        rep.advance(math.inf)
+    for rep in dec:
+        rep.advance(math.inf)
+    if waiting_room or flight or by_seq:
+        raise RuntimeError("internal error: handoffs left at the end of the run")
+    if bar is not None:
+        bar.update(n - bar.n)
+        bar.close()
+    fin = np.frombuffer(out.finish, dtype=np.float64)
+    end = float(np.nanmax(fin)) if np.isfinite(fin).any() else t0
+    stop = math.nextafter(end, math.inf)
+    reps = pre + dec
     for rep in reps:
         if rep.next_sample < stop:
             rep._emit(stop)

@@ -38,8 +38,17 @@ class SimResult:
         admission); ``computed_prefill_tokens`` (prefill tokens computed,
         recomputation after preemption included); ``preemptions``;
         ``status`` (``"finished"`` or ``"rejected"``: the request can never
-        fit in a replica's KV memory or has no prompt) and ``reason`` (why it
-        was rejected, else missing). Times are ms, NaN when they never came.
+        fit in a replica's KV memory, has no prompt, or was turned away by the
+        admission policy) and ``reason`` (why it was rejected, else missing).
+        Times are ms, NaN when they never came.
+
+        A disaggregated run adds ``prefill_replica`` (= ``replica``),
+        ``decode_replica`` (-1 when the first token was the last),
+        ``prefill_queue_ms`` (arrival to the first prefill step),
+        ``handoff_wait_ms`` (first token to the start of the KV transfer: the
+        KV waited pinned for decode memory; 0 when it started earlier),
+        ``transfer_ms`` (transfer start to delivery to the decode instance)
+        and ``decode_queue_ms`` (delivery to the first decode step).
     replicas : pandas.DataFrame
         One row per replica: ``requests`` routed, ``share`` of all routed
         requests, ``input_tokens``, ``output_tokens``, ``prompt_blocks``,
@@ -47,7 +56,10 @@ class SimResult:
         ``token_hit_ratio``, ``busy_fraction`` (of the run from first arrival
         to last finish), ``peak_running``, ``peak_kv_blocks`` (held by running
         sequences), ``kv_capacity_blocks``, ``evictions``, ``preemptions``,
-        ``steps`` (engine steps run).
+        ``steps`` (engine steps run). A disaggregated run adds ``role``
+        (``"prefill"`` or ``"decode"``); a decode instance's ``requests`` and
+        ``share`` count the sequences handed off to it, its
+        ``output_tokens`` the tokens it generated (all but the first).
     timeline : pandas.DataFrame
         The state of every replica sampled every ``timeline_ms``: ``time_ms``,
         ``replica``, ``queue`` (waiting requests), ``running``,
@@ -135,6 +147,18 @@ class SimResult:
             }
         )
         req.index.name = None
+        disagg = "prefill_replicas" in config
+        if disagg:
+            xs, dl, ds = col(out.xfer_start, f64), col(out.delivered, f64), col(out.decode_start, f64)
+            pos = req.columns.get_loc("replica") + 1
+            req.insert(pos, "prefill_replica", req["replica"].to_numpy().copy())
+            req.insert(pos + 1, "decode_replica", col(out.decode_replica, np.int64))
+            pos = req.columns.get_loc("queue_ms") + 1
+            req.insert(pos, "prefill_queue_ms", scheduled - arrival)
+            with np.errstate(invalid="ignore"):
+                req.insert(pos + 1, "handoff_wait_ms", np.maximum(xs - first, 0.0))
+            req.insert(pos + 2, "transfer_ms", dl - xs)
+            req.insert(pos + 3, "decode_queue_ms", ds - dl)
 
         bs = wl.block_size
         R = len(run.replicas)
@@ -177,6 +201,24 @@ class SimResult:
                     "steps": np.array([r.steps for r in run.replicas], np.int64),
                 }
             )
+        if disagg:
+            P_n = int(config["prefill_replicas"])
+            reps.insert(1, "role", ["prefill"] * P_n + ["decode"] * (R - P_n))
+            dr = req["decode_replica"].to_numpy()
+            handed = dr >= 0
+            dec_req = np.bincount(dr[handed], minlength=R)
+            reqs = np.where(np.arange(R) < P_n, requests, dec_req).astype(np.int64)
+            reps["requests"] = reqs
+            for name in ("share",):
+                reps[name] = np.where(
+                    np.arange(R) < P_n,
+                    requests / max(int(routed.sum()), 1),
+                    dec_req / max(int(handed.sum()), 1),
+                )
+            fin_d = handed & done
+            dec_out = np.bincount(dr[fin_d], weights=(out_len[fin_d] - 1).astype(f64), minlength=R)
+            pre_out = np.bincount(rr, weights=done[routed].astype(f64), minlength=R)
+            reps["output_tokens"] = np.where(np.arange(R) < P_n, pre_out, dec_out).astype(np.int64)
         rows = [(*row[:1], r.index, *row[1:]) for r in run.replicas for row in r.tl]
         tl = pd.DataFrame(
             rows,
@@ -287,6 +329,21 @@ class SimResult:
         out["goodput_rps"] = rate(int(good.sum()))
         out["slo_attainment"] = int(good.sum()) / n if n else float("nan")
         out["saturated"] = _saturated(fin)
+        if "decode_replica" in req.columns:  # disaggregated: the two pools apart
+            reps = self.replicas
+            for role in ("prefill", "decode"):
+                busy = reps.loc[reps["role"] == role, "busy_fraction"]
+                out[f"{role}_busy_fraction"] = float(busy.mean()) if len(busy) else float("nan")
+                kv = reps.loc[reps["role"] == role]
+                out[f"{role}_peak_kv_usage"] = (
+                    float((kv["peak_kv_blocks"] / kv["kv_capacity_blocks"]).max())
+                    if len(kv)
+                    else float("nan")
+                )
+            for metric in ("prefill_queue_ms", "handoff_wait_ms", "transfer_ms", "decode_queue_ms"):
+                v = fin[metric].dropna().to_numpy()
+                out[f"{metric}_mean"] = float(v.mean()) if v.size else float("nan")
+                out[f"{metric}_p99"] = float(np.percentile(v, 99)) if v.size else float("nan")
         return pd.Series(out, dtype=object, name="summary")
 
 

@@ -38,7 +38,11 @@ Built-in policies (``Simulator(routing=name)``):
     Mooncake's KV-centric scheduler: the replica with the smallest estimated
     TTFT, :attr:`ReplicaView.ttft_estimate_ms` (its queue time plus the
     prefill time of the request's tokens not cached there, from the cost
-    model); ties to the fewest outstanding tokens, then the lowest index.
+    model) plus, on a disaggregated fleet, the KV handoff estimate
+    (:attr:`ReplicaView.handoff_estimate_ms`; it delays the second token);
+    ties to the fewest outstanding tokens, then the lowest index. On an
+    aggregated fleet prefill and decode run on the chosen replica; on a
+    disaggregated one the decode instance is chosen at the handoff.
     Written only against the public :class:`ReplicaView` API.
 
 The views also estimate times from the cost model (``queue_ms``,
@@ -115,11 +119,41 @@ class ReplicaView:
     [(0, 0, 1), (1, 0, 0)]
     """
 
-    __slots__ = ("_rep", "_cur")
+    __slots__ = ("_rep", "_cur", "_link", "_kvb")
 
-    def __init__(self, replica: Any, current: list[Any]) -> None:
+    def __init__(
+        self, replica: Any, current: list[Any], link: Any = None, kv_bytes_per_token: float = 0.0
+    ) -> None:
         self._rep = replica
-        self._cur = current  # [ids, limit] of the request being routed
+        self._cur = current  # [ids, limit, now, input_len] of the request being routed
+        self._link = link  # a prefill instance's handoff link (disaggregated fleets)
+        self._kvb = kv_bytes_per_token
+
+    @property
+    def role(self) -> str:
+        """``"both"`` (aggregated), ``"prefill"`` or ``"decode"``.
+
+        Examples
+        --------
+        >>> _demo_view().role
+        'both'
+        """
+        return self._rep.role
+
+    @property
+    def handoff_estimate_ms(self) -> float:
+        """Estimated time to hand the routed request's KV (its prompt) off to a
+        decode instance over this prefill instance's link, sharing it with the
+        transfers in flight (0 on an aggregated fleet).
+
+        Examples
+        --------
+        >>> _demo_view().handoff_estimate_ms
+        0.0
+        """
+        if self._link is None:
+            return 0.0
+        return self._link.estimate_ms(self._cur[2], self._cur[3] * self._kvb)
 
     @property
     def index(self) -> int:
@@ -781,9 +815,11 @@ class ConductorRouter:
     Examples
     --------
     >>> from types import SimpleNamespace as NS
-    >>> ConductorRouter()(None, [NS(index=0, ttft_estimate_ms=30.0, outstanding_tokens=9),
-    ...                          NS(index=1, ttft_estimate_ms=12.5, outstanding_tokens=80),
-    ...                          NS(index=2, ttft_estimate_ms=12.5, outstanding_tokens=40)])
+    >>> views = [NS(index=0, ttft_estimate_ms=30.0, outstanding_tokens=9),
+    ...          NS(index=1, ttft_estimate_ms=12.5, outstanding_tokens=80),
+    ...          NS(index=2, ttft_estimate_ms=12.5, outstanding_tokens=40)]
+    >>> for v in views: v.handoff_estimate_ms = 0.0
+    >>> ConductorRouter()(None, views)
     2
     """
 
@@ -802,7 +838,7 @@ class ConductorRouter:
         best = -1
         best_key = (0.0, 0)
         for v in replicas:
-            key = (v.ttft_estimate_ms, v.outstanding_tokens)
+            key = (v.ttft_estimate_ms + v.handoff_estimate_ms, v.outstanding_tokens)
             if best < 0 or key < best_key:
                 best, best_key = v.index, key
         return best

@@ -46,6 +46,9 @@ from inferasim.sim.cache import BlockCache
 __all__: list[str] = []
 
 WAITING, PREFILL, DECODE, DONE = 0, 1, 2, 3
+# disaggregation: prefill done, KV held for the handoff (prefill instance); KV
+# delivered, waiting to join the decode batch (decode instance)
+HANDOFF, READY = 4, 5
 
 # Runs of up to this many decode steps are priced with scalar cost calls (cheaper
 # than one array call's fixed overhead); the cost protocol makes both equal.
@@ -143,6 +146,11 @@ class Outputs:
         # largest gap between consecutive tokens outside decode episodes (a token
         # sampled by a recompute after preemption); episodes are added at the end
         self.max_gap = nan * n
+        # disaggregation
+        self.decode_replica = array("q", [-1]) * n
+        self.xfer_start = nan * n
+        self.delivered = nan * n
+        self.decode_start = nan * n
 
 
 class Replica:
@@ -168,8 +176,15 @@ class Replica:
         sample_ms: float,
         jump: bool,
         plan_cap: int = 4096,
+        role: str = "both",
     ) -> None:
         self.index = index
+        # "both" (aggregated), "prefill" (hands sequences off after their first
+        # token, see handoffs) or "decode" (receives them through deliver)
+        self.role = role
+        self.handoffs: list[tuple[bool, Seq, float]] = []  # (prefill done?, seq, time)
+        self.stalled = False  # work waits but nothing can run (KV held or reserved)
+        self.n_ready = 0  # delivered sequences in the waiting queue
         self.cost = cost.step_time_ms
         run = getattr(cost, "_decode_run", None)
         self.decode_run = run if callable(run) else self._decode_run
@@ -299,7 +314,7 @@ class Replica:
                     if self.step_end > until:
                         return
                 self._complete()
-            if self.clock >= until or not (self.running or self.waiting):
+            if self.clock >= until or not (self.running or self.waiting) or self.stalled:
                 return
             self._start_step()
 
@@ -385,6 +400,19 @@ class Replica:
             preempted = True
         if not preempted and self.waiting:
             need += self._admit(t, chunks, budget, avail - need)
+            B = self.B  # (sequences whose KV was delivered join the decode batch)
+        if not chunks and not B:
+            if preempted:  # memory was freed: admit again
+                self._start_step()
+                return
+            if self.role == "both":
+                raise RuntimeError("internal error: a step with nothing to run")
+            # a prefill instance whose memory is held by handed-off KV, or a decode
+            # instance whose memory is reserved for KV in flight: wait for it
+            self.stalled = True
+            self.busy = False
+            self.busy_ms += t - self.busy_start
+            return
         evicted = False
         if need:
             ev0 = cache.evictions
@@ -422,8 +450,28 @@ class Replica:
         out = self.out
         decoding = self.B > 0
         need = 0
+        if self.n_ready:
+            # sequences whose KV was delivered join the decode batch first: their
+            # memory is reserved, so they never wait behind a request that needs more
+            for seq in [x for x in waiting if x.state == READY]:
+                if budget <= 0 or len(running) >= self.max_seqs:
+                    break
+                waiting.remove(seq)
+                self.n_ready -= 1
+                c = seq.computed
+                # the block of this step's token was reserved with the transfer: it
+                # is allocated with the step's other new blocks
+                extra = (c + bs) // bs - (c + bs - 1) // bs
+                self.n_private -= extra
+                need += extra
+                budget -= 1
+                running[seq] = None
+                self._join_decode(seq, c)
+                out.decode_start[seq.rid] = t
         while waiting and budget > 0 and len(running) < self.max_seqs:
             seq = waiting[0]
+            if seq.state == READY:
+                break
             limit = (seq.tokens - 1) // bs
             if limit > len(seq.ids):
                 limit = len(seq.ids)
@@ -459,6 +507,8 @@ class Replica:
                 out.scheduled[rid] = t
                 out.cached_blocks[rid] = m
                 out.cached_tokens[rid] = c
+                if self.role == "prefill" and seq.output > 1:
+                    self.handoffs.append((False, seq, t))
         if len(running) > self.peak_running:
             self.peak_running = len(running)
         return need
@@ -675,7 +725,7 @@ class Replica:
             return t >= self.h_weak or t > self.h_strict
         if self.in_step:
             return self.step_end <= t
-        return self.clock < t and bool(self.running or self.waiting)
+        return self.clock < t and bool(self.running or self.waiting) and not self.stalled
 
     def wake(self) -> float:
         """Earliest ``t`` with ``needs_advance(t)`` True (state as it is now)."""
@@ -684,7 +734,7 @@ class Replica:
             return self.h_weak if self.h_weak < strict else strict
         if self.in_step:
             return self.step_end
-        if self.running or self.waiting:
+        if (self.running or self.waiting) and not self.stalled:
             return math.nextafter(self.clock, math.inf)
         return math.inf
 
@@ -840,16 +890,14 @@ class Replica:
                     self.prefilling.remove(seq)
                     if seq.gen >= seq.output:
                         self._finish(seq, c, e)
-                    else:
+                    elif self.role == "prefill":  # hand off: keep the KV until delivered
+                        del self.running[seq]
+                        seq.state = HANDOFF
                         seq.tokens = c + 1
-                        seq.state = DECODE
-                        seq.d_join, seq.c_join, seq.g_join = D, c, seq.gen
-                        self.phase[(D - c) % bs] += 1
-                        heapq.heappush(
-                            self.heap, (D + seq.output - seq.gen, seq.rid, seq.epoch, seq)
-                        )
-                        self.B += 1
-                        self.S += c + 1
+                        self.outstanding -= seq.output - seq.gen
+                        self.handoffs.append((True, seq, e))
+                    else:
+                        self._join_decode(seq, c)
             self.cur_chunks = []
         if not self.running and not self.waiting:
             self.busy = False
@@ -877,6 +925,67 @@ class Replica:
             steps = np.append(steps, 0.0)  # (reduceat needs hi < len)
             gap[inner] = np.maximum(gap[inner], np.maximum.reduceat(steps, idx)[0::2])
         return np.array(self.ep_rid, dtype=np.int64), gap
+
+    def _join_decode(self, seq: Seq, c: int) -> None:
+        """Put a sequence with ``c`` computed tokens into the decode group."""
+        D = self.D
+        seq.tokens = c + 1
+        seq.state = DECODE
+        seq.d_join, seq.c_join, seq.g_join = D, c, seq.gen
+        self.phase[(D - c) % self.bs] += 1
+        heapq.heappush(self.heap, (D + seq.output - seq.gen, seq.rid, seq.epoch, seq))
+        self.B += 1
+        self.S += c + 1
+
+    # ------------------------------------------------------- disaggregation
+    def reserve(self, n: int) -> None:
+        """Reserve ``n`` KV blocks for a sequence whose KV is about to arrive
+        (decode instance; after ``advance(t)``; the caller checked the room)."""
+        if self.p_K:  # the stretch priced its allocations on the old free memory
+            self.p_K = self.p_pos + 1
+            self.h_weak = self.step_end
+            self.h_strict = math.inf
+        self._allocate(n)
+        kv = self.n_private + self.cache.pinned
+        if kv > self.peak_kv:
+            self.peak_kv = kv
+
+    def deliver(self, seq: Seq, t: float) -> None:
+        """A handed-off sequence's KV arrived at ``t`` (decode instance; after
+        ``advance(t)``): it joins the decode batch at the next step."""
+        if self.next_sample < t:
+            self._emit(t)
+        if self.p_K:
+            self.p_K = self.p_pos + 1
+            self.h_weak = self.step_end
+            self.h_strict = math.inf
+        if not self.in_step and not self.running and not self.waiting:
+            self.clock = t
+        seq.state = READY
+        self.n_ready += 1
+        self.waiting.append(seq)
+        if self.stalled:
+            self.stalled = False
+            self.clock = t
+        self.outstanding += seq.output - seq.gen
+        self.requests += 1
+        self.out.decode_replica[seq.rid] = self.index
+
+    def release_kv(self, seq: Seq, t: float) -> None:
+        """Free a handed-off sequence's KV at ``t`` (prefill instance; after
+        ``advance(t)``)."""
+        if self.next_sample < t:
+            self._emit(t)
+        held = -(-seq.computed // self.bs)
+        if seq.hashed:
+            self.cache.release(seq.hashed)
+        self.n_private -= held - len(seq.hashed)
+        seq.hashed = []
+        if self.stalled:
+            self.stalled = False
+            self.clock = t
+            self.busy = True
+            self.busy_start = t
 
     def _finish(self, seq: Seq, computed: int, t: float) -> None:
         self._release(seq, computed)

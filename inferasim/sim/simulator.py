@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import math
 import numbers
 from collections.abc import Callable
 from typing import Any
 
 from inferasim.sim.admission import make_admission
 from inferasim.sim.cache import EVICTION_POLICIES
-from inferasim.sim.engine import simulate
+from inferasim.sim.engine import simulate, simulate_disaggregated
 from inferasim.sim.result import SimResult
 from inferasim.sim.router import make_router
 from inferasim.workload import Workload
@@ -75,6 +76,24 @@ class Simulator:
         ``reason``) and consume nothing.
     slo_ttft_ms, slo_tpot_ms : float, optional
         The objectives of ``admission="slo"``.
+    prefill_replicas, decode_replicas : int, optional
+        Give both for a disaggregated fleet (then ``replicas`` is unused):
+        ``prefill_replicas`` instances run prompts (chunked, each with its
+        own prefix cache) and sample the first token; the KV of the prompt
+        is then handed off to one of ``decode_replicas`` instances, which
+        generate the rest. See :func:`inferasim.sim.engine.simulate_disaggregated`
+        for the handoff (decode memory reserved before the transfer; the KV
+        stays pinned on the prefill instance while no decode instance has
+        room). Routing and admission place requests on prefill instances.
+    handoff_gbps : float, default 50.0
+        Bandwidth of each prefill instance's handoff link (GB/s), shared by
+        its transfers in flight (one 400 Gb/s NIC).
+    handoff_latency_us : float, default 5.0
+        Latency of a handoff transfer (us).
+    layerwise : bool, default False
+        Stream the KV while the prefill runs (as Mooncake does layer by
+        layer): the transfer starts with the prefill and the sequence moves
+        at the later of the prefill's and the transfer's end.
 
     Examples
     --------
@@ -108,6 +127,11 @@ class Simulator:
         admission: str | Callable[..., bool] | None = None,
         slo_ttft_ms: float | None = None,
         slo_tpot_ms: float | None = None,
+        prefill_replicas: int | None = None,
+        decode_replicas: int | None = None,
+        handoff_gbps: float = 50.0,
+        handoff_latency_us: float = 5.0,
+        layerwise: bool = False,
     ) -> None:
         self.replicas = replicas
         self.routing = routing
@@ -126,6 +150,11 @@ class Simulator:
         self.admission = admission
         self.slo_ttft_ms = slo_ttft_ms
         self.slo_tpot_ms = slo_tpot_ms
+        self.prefill_replicas = prefill_replicas
+        self.decode_replicas = decode_replicas
+        self.handoff_gbps = handoff_gbps
+        self.handoff_latency_us = handoff_latency_us
+        self.layerwise = layerwise
 
     def __repr__(self) -> str:
         return (
@@ -152,6 +181,17 @@ class Simulator:
 
         for name in ("replicas", "max_num_seqs", "max_batched_tokens"):
             positive_int(name)
+        if (self.prefill_replicas is None) != (self.decode_replicas is None):
+            raise ValueError("give both prefill_replicas= and decode_replicas=, or neither")
+        if self.prefill_replicas is not None:
+            positive_int("prefill_replicas")
+            positive_int("decode_replicas")
+            for name in ("handoff_gbps", "handoff_latency_us"):
+                v = getattr(self, name)
+                if not (isinstance(v, numbers.Real) and math.isfinite(v) and v >= 0) or (
+                    name == "handoff_gbps" and v == 0
+                ):
+                    raise ValueError(f"{name} must be a finite number > 0, got {v!r}")
         if self.kv_blocks is not None:
             positive_int("kv_blocks")
         if self.max_batched_tokens < self.max_num_seqs:
@@ -215,9 +255,7 @@ class Simulator:
             temperature=self.temperature,
             block_size=workload.block_size,
         )
-        run = simulate(
-            workload,
-            num_replicas=int(self.replicas),
+        common = dict(
             router=router,
             cost=cost,
             capacity=int(capacity),
@@ -231,6 +269,25 @@ class Simulator:
             progress=bool(self.progress),
             admission=admit,
         )
+        disagg = self.prefill_replicas is not None
+        if disagg:
+            kvb = getattr(cost, "kv_bytes_per_token", None)
+            if not isinstance(kvb, numbers.Real) or not kvb >= 0:
+                raise ValueError(
+                    f"a disaggregated fleet needs the cost model's kv_bytes_per_token, got {kvb!r}"
+                )
+            run = simulate_disaggregated(
+                workload,
+                prefill_replicas=int(self.prefill_replicas),
+                decode_replicas=int(self.decode_replicas),
+                kv_bytes_per_token=float(kvb),
+                handoff_gbps=float(self.handoff_gbps),
+                handoff_latency_us=float(self.handoff_latency_us),
+                layerwise=bool(self.layerwise),
+                **common,
+            )
+        else:
+            run = simulate(workload, num_replicas=int(self.replicas), **common)
         config = {
             "replicas": int(self.replicas),
             "routing": self.routing if isinstance(self.routing, str) else repr(self.routing),
@@ -248,4 +305,13 @@ class Simulator:
             "slo_ttft_ms": self.slo_ttft_ms,
             "slo_tpot_ms": self.slo_tpot_ms,
         }
+        if disagg:
+            config.update(
+                replicas=int(self.prefill_replicas) + int(self.decode_replicas),
+                prefill_replicas=int(self.prefill_replicas),
+                decode_replicas=int(self.decode_replicas),
+                handoff_gbps=float(self.handoff_gbps),
+                handoff_latency_us=float(self.handoff_latency_us),
+                layerwise=bool(self.layerwise),
+            )
         return SimResult._build(workload, run, config)
