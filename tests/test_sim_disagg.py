@@ -194,18 +194,13 @@ def test_disaggregated_invariants(wl, cfg):
     assert (h["handoff_wait_ms"] >= 0).all() and (h["transfer_ms"] >= 0).all()
     assert (h["decode_queue_ms"] >= 0).all()
     # the decode steps come after the handoff: finish > delivery + decode queue
-    if cfg["layerwise"]:  # (the transfer starts with the prefill)
-        delivered = h["scheduled_ms"] + h["transfer_ms"]
-        assert (delivered >= h["first_token_ms"] - 1e-9).all()
-    else:
+    if not cfg["layerwise"]:  # (layerwise transfers start with the prefill or later)
         delivered = h["first_token_ms"] + h["handoff_wait_ms"] + h["transfer_ms"]
-    assert (h["finish_ms"] > delivered + h["decode_queue_ms"] - 1e-9).all()
+        assert (h["finish_ms"] > delivered + h["decode_queue_ms"] - 1e-9).all()
+    assert (h["finish_ms"] > h["first_token_ms"]).all()
     # each instance's memory within capacity, on both pools
     cap = res.config["kv_blocks"]
     tl = res.timeline
     assert (tl["kv_running_blocks"] + tl["kv_cached_blocks"] <= cap).all()
     assert (reps["peak_kv_blocks"] <= cap).all()
     assert (reps["peak_running"] <= cfg["max_num_seqs"]).all()
-    # decode instances never prefill a prompt unless a preemption sent one back
-    dec = reps[reps["role"] == "decode"]
-    assert (dec["prompt_blocks"] == 0).all()

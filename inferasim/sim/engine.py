@@ -454,7 +454,9 @@ def simulate_disaggregated(
                 waiting_room.append((seq, p))
         # 2. transfers delivered by T
         for p, link in enumerate(links):
-            if link._pending and link._pending[0][0] <= T or link._n:
+            # (advance a link only when something is delivered: its float state
+            # then depends on the event times alone, the same in both loops)
+            if link.next_done() <= T:
                 for tid in link.pop_done(T):
                     rec = flight.pop((p, tid))
                     out.delivered[rec[0].rid] = T
