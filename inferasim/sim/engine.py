@@ -239,7 +239,7 @@ def simulate(
                 min_wake = min(wakes)
             r = fast_route(p, ids, limit, reps, a, active)
         if r < 0:
-            if needs_state and not coupled:
+            if needs_state:  # (coupled: only decode progress is left before a)
                 for j, rep in enumerate(reps):
                     rep.advance(a)
                     wakes[j] = rep.wake()
