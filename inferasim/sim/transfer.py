@@ -208,6 +208,22 @@ class Link:
             out.append(heapq.heappop(pending)[1])
         return out
 
+    def pop_delivered(self, t: float) -> list[tuple[float, int]]:
+        """``(delivery time, id)`` of the transfers delivered at or before ``t``, in order.
+
+        Examples
+        --------
+        >>> link = Link(1.0, latency_us=500.0); _ = link.start(0.0, 1e6)
+        >>> link.pop_delivered(2.0)
+        [(1.5, 0)]
+        """
+        self._advance(t)
+        out = []
+        pending = self._pending
+        while pending and pending[0][0] <= t:
+            out.append(heapq.heappop(pending))
+        return out
+
     def in_flight(self) -> int:
         """Transfers started and not yet delivered.
 
