@@ -148,7 +148,7 @@ def disagg_configs(draw) -> dict:
         prefill_attention_ms=cost.prefill_attention_ms,
         decode_seq_ms=cost.decode_seq_ms,
         decode_context_ms=cost.decode_context_ms,
-        kv_bytes_per_token=draw(st.sampled_from([0.0, 1e5, 1e6])),
+        kv_bytes_per_token=draw(st.sampled_from([1.0, 1e5, 1e6])),
     )
     cfg["prefill_replicas"] = draw(st.integers(1, 2))
     cfg["decode_replicas"] = draw(st.integers(1, 2))

@@ -7,7 +7,8 @@
 * built-in routers read the replicas directly with tiers too: same as views;
 * the timing-free limit: one replica, non-overlapping requests, a tiny HBM
   and a DRAM tier reproduce an exclusive LRU hierarchy replayed here
-  independently (stack distances over an OrderedDict).
+  independently (stack distances over an OrderedDict) and
+  ``inferasim.reuse.tiered_hit_rate`` (the reuse analysis' one-pass curve).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from hypothesis import strategies as st
 from test_sim_properties import assert_same, busy_workloads, configs, workloads
 
 from inferasim import Workload
+from inferasim.reuse import tiered_hit_rate
 from inferasim.sim import LinearCostModel, Simulator, Tier
 from inferasim.sim import cache as cache_mod
 from inferasim.sim import scheduler as sched_mod
@@ -265,6 +267,11 @@ def test_single_replica_spaced_requests_equal_exclusive_lru_replay(wl, c1, c2):
     s = res.summary()
     total = float(wl.input_len.sum())
     assert s["dram_token_hit_ratio"] == pytest.approx(dram / total, rel=1e-12)
+    # and the reuse analysis' one-pass tiered curve (stack distances, no timing)
+    tiered = tiered_hit_rate(wl, [c1, c2])
+    assert tiered["token_hit_ratio"].tolist() == pytest.approx(
+        [s["hbm_token_hit_ratio"], s["dram_token_hit_ratio"]], rel=1e-12, abs=1e-15
+    )
 
 
 def test_limit_on_the_conversation_trace(conversation_path):
@@ -284,3 +291,8 @@ def test_limit_on_the_conversation_trace(conversation_path):
     assert dram > 0
     assert int(res.requests["hbm_hit_tokens"].sum()) == hbm
     assert int(res.requests["dram_hit_tokens"].sum()) == dram
+    s = res.summary()
+    tiered = tiered_hit_rate(wl, [400, 2000])
+    assert tiered["token_hit_ratio"].tolist() == pytest.approx(
+        [s["hbm_token_hit_ratio"], s["dram_token_hit_ratio"]], rel=1e-12
+    )

@@ -95,10 +95,11 @@ What is not
 -----------
 The KV block is the workload's hash block (512 tokens for Mooncake traces),
 not vLLM's 16 tokens, so a sequence's partial last block holds a whole block
-of memory. There is no speculative decoding, no swap-based preemption (tiers hold only cached prefix blocks,
-never a preempted sequence's private KV), no layer-wise overlap of tier loads
-with compute (only the disaggregated handoff streams layer-wise), no router
-latency, and routers see replica state
+of memory. There is no speculative decoding, no swap-based preemption
+(tiers hold only cached prefix blocks, never a preempted sequence's private
+KV), no layer-wise overlap of tier loads with compute (only the
+disaggregated handoff streams layer-wise), no router latency, and routers
+see replica state
 instantly (a real KV router learns it from delayed events).
 ``cached_blocks``/``cached_tokens`` count the reuse found at a request's
 first admission.

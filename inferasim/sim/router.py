@@ -806,11 +806,20 @@ class KvCostRouter:
         blocks = -(-input_len // self.block_size)
         saving = self.tier_saving
         if saving:
-            costs = [
-                w * (blocks - _effective(rep.tier_match(ids, limit), saving)) + a
-                for rep, a in zip(reps, active, strict=True)
-            ]
+            miss = w * blocks
+            costs = [miss + a for a in active]
             low = min(costs)
+            if limit > 0:
+                # as below: the effective match is at most ``limit``, so a replica
+                # whose bound exceeds the lowest cost so far cannot win or tie
+                base = w * (blocks - limit)
+                for i in sorted(range(len(active)), key=active.__getitem__):
+                    a = active[i]
+                    if base + a > low:
+                        break
+                    c = costs[i] = w * (blocks - _effective(reps[i].tier_match(ids, limit), saving)) + a
+                    if c < low:
+                        low = c
         else:
             miss = w * blocks  # the same float as w * (blocks - 0) in __call__
             costs = [miss + a for a in active]

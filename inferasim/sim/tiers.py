@@ -213,14 +213,27 @@ class ReplicaTiers:
         cascade its evictions down."""
         store = self.stores[k]
         blocks = store.blocks
-        new = 0
         down: list[int] = []
-        for h in ids:
-            if h not in blocks:
-                new += 1
-            gone = store.put(h)
-            if gone is not None:
-                down.append(gone)
+        if blocks.keys().isdisjoint(ids) and len(set(ids)) == len(ids):
+            # all new (the usual case): insert in order, then drop the overflow from
+            # the LRU end (the same as one put at a time)
+            new = len(ids)
+            blocks.update(dict.fromkeys(ids))
+            over = len(blocks) - store.capacity
+            if over > 0:
+                popitem = blocks.popitem
+                down = [popitem(last=False)[0] for _ in range(over)]
+                store.peak = store.capacity
+            elif len(blocks) > store.peak:
+                store.peak = len(blocks)
+        else:
+            new = 0
+            for h in ids:
+                if h not in blocks:
+                    new += 1
+                gone = store.put(h)
+                if gone is not None:
+                    down.append(gone)
         if store.log is not None:
             store.log.append((t, len(blocks)))
         if new:
