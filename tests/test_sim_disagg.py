@@ -204,3 +204,21 @@ def test_disaggregated_invariants(wl, cfg):
     assert (tl["kv_running_blocks"] + tl["kv_cached_blocks"] <= cap).all()
     assert (reps["peak_kv_blocks"] <= cap).all()
     assert (reps["peak_running"] <= cfg["max_num_seqs"]).all()
+
+
+def test_compare_topologies_rows_are_the_runs_they_name():
+    from inferasim.sim import compare_topologies
+
+    wl = Workload.from_requests(
+        [0.0, 5.0, 9.0, 30.0], [32, 48, 16, 64], [3, 5, 2, 4], block_size=BS
+    )
+    kw = dict(kv_blocks=50, cost_model=LIN, progress=False, handoff_latency_us=0.0)
+    df = compare_topologies(wl, gpus=3, splits=[(1, 2), (2, 1)], slo_ttft_ms=10.0, **kw)
+    assert df["topology"].tolist() == ["aggregated", "1:2", "2:1"]
+    agg = Simulator(replicas=3, **kw).run(wl).summary(slo_ttft_ms=10.0)
+    split = Simulator(prefill_replicas=2, decode_replicas=1, **kw).run(wl).summary(slo_ttft_ms=10.0)
+    for col in ("ttft_ms_mean", "e2e_ms_p99", "slo_attainment", "finished"):
+        assert df.loc[0, col] == agg[col]
+        assert df.loc[2, col] == split[col]
+    with pytest.raises(ValueError, match="adding up to gpus=3"):
+        compare_topologies(wl, gpus=3, splits=[(1, 1)], **kw)
