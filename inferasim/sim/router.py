@@ -407,13 +407,10 @@ class ReplicaView:
         if rep.tiers is None:
             cached = self.prefix_match_blocks * rep.bs
             return self.queue_ms + self.prefill_ms(self._cur[3] - cached, cached)
-        counts = self.hit_blocks_by_tier
+        counts = rep.tier_match(self._cur[0], self._cur[1])  # (hbm, tier 0, tier 1, ...)
         cached = sum(counts) * rep.bs
-        return (
-            self.queue_ms
-            + self.load_estimate_ms
-            + self.prefill_ms(self._cur[3] - cached, cached)
-        )
+        load = rep.tiers.load_estimate_ms(self._cur[2], counts[1:]) if cached else 0.0
+        return self.queue_ms + load + self.prefill_ms(self._cur[3] - cached, cached)
 
     @property
     def load_estimate_ms(self) -> float:
