@@ -279,3 +279,69 @@ def test_saturation_flag():
     assert s["saturated"]
     light = Workload.from_requests(np.arange(n) * 100.0, [500] * n, [1] * n, block_size=BS)
     assert not run(light, max_num_seqs=1, max_batched_tokens=1024).summary()["saturated"]
+
+
+def test_itl_and_largest_gap_of_a_mixed_batch():
+    # A (32 tokens, 5 out) and B (64 tokens, 3 out) arrive at 0; C (16 tokens, 1 out)
+    # at 5. Step 1 prefills 96 tokens: 5 + 4.8 = 9.8 (first tokens of A and B).
+    # Step 2 prefills C's 16 tokens and decodes A and B: 5 + 0.8 + 0.2 = 6.0 -> 15.8
+    # (C's only token). Step 3 decodes A, B: 5.2 -> 21.0 (B done). Steps 4, 5 decode A:
+    # 5.1 each -> 26.1, 31.2.
+    # A: gaps 6.0, 5.2, 5.1, 5.1 -> ITL (31.2 - 9.8) / 4 = 5.35, largest 6.0.
+    # B: gaps 6.0, 5.2 -> ITL 5.6, largest 6.0. C: one token -> NaN.
+    wl = Workload.from_requests([0, 0, 5], [32, 64, 16], [5, 3, 1], block_size=BS)
+    req = run(wl).requests
+    assert req["itl_ms"].tolist()[:2] == pytest.approx([5.35, 5.6])
+    assert req["max_itl_ms"].tolist()[:2] == pytest.approx([6.0, 6.0])
+    assert math.isnan(req["itl_ms"][2]) and math.isnan(req["max_itl_ms"][2])
+    # AIPerf's definition, from the frame's own columns
+    a = req.iloc[0]
+    assert a.itl_ms == pytest.approx((a.e2e_ms - a.ttft_ms) / (a.output_len - 1))
+
+
+@pytest.mark.parametrize("fast", [True, False])
+def test_largest_gap_spans_a_preemption(fast):
+    # The preemption scenario above: B's token 17 comes at 89.8, then B is preempted
+    # and its token 18 comes from the recompute at 213.75: a gap of 123.95 ms. A's
+    # steps take 5.2 ms while both decode, then 5.1 ms: its largest gap is 5.2.
+    wl = Workload.from_requests([0, 0], [16, 16], [40, 40], block_size=BS)
+    req = run(wl, kv_blocks=4, fast=fast).requests
+    assert req["max_itl_ms"].tolist() == pytest.approx([5.2, 123.95])
+    assert req["itl_ms"].tolist() == pytest.approx([(207.1 - 6.6) / 39, (325.95 - 6.6) / 39])
+
+
+def test_length_aware_evicts_the_deepest_block_first():
+    # kv_blocks=5, one output token each (a request releases its blocks, tail first,
+    # when its prefill ends); no block is ever hit before D, so hits tie at 0.
+    # A: ids 4,5 (positions 0, 1)      -> evictable in the order 5, 4
+    # B: ids 1,2,3 (positions 0, 1, 2) -> order 5, 4, 3, 2, 1 (cache full)
+    # C: ids 6,7 needs 2 blocks, 0 free:
+    #    lfu (ties by LRU order) evicts 5 and 4;
+    #    length_aware evicts the deepest: 3 (position 2), then of 5 and 2 (position 1)
+    #    the one evictable first, 5. Block 4 stays.
+    # D: ids 4,9 reuses block 4 (16 tokens) under length_aware only.
+    wl = Workload.from_requests(
+        [0, 1000, 2000, 3000],
+        [32, 48, 32, 32],
+        [1, 1, 1, 1],
+        [[4, 5], [1, 2, 3], [6, 7], [4, 9]],
+        block_size=BS,
+    )
+    la = run(wl, kv_blocks=5, eviction="length_aware")
+    lfu = run(wl, kv_blocks=5, eviction="lfu")
+    assert la.requests["cached_tokens"].tolist() == [0, 0, 0, 16]
+    assert lfu.requests["cached_tokens"].tolist() == [0, 0, 0, 0]
+
+
+def test_length_aware_keeps_a_block_with_hits_over_a_shallower_one():
+    # Hits come first: in the LFU scenario above, block 1 (1 hit) survives D's three
+    # evictions under length_aware as under lfu, so E reuses it.
+    wl = Workload.from_requests(
+        [0, 1000, 2000, 3000, 4000],
+        [32, 32, 32, 48, 32],
+        [1, 1, 1, 1, 1],
+        [[1, 2], [1, 3], [4, 5], [6, 7, 8], [1, 9]],
+        block_size=BS,
+    )
+    la = run(wl, kv_blocks=4, eviction="length_aware")
+    assert la.requests["cached_tokens"].tolist() == [0, 16, 0, 0, 16]

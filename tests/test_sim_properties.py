@@ -57,7 +57,9 @@ def workloads(draw, max_n: int = 25, allow_no_ids: bool = True) -> Workload:
 def configs(draw) -> dict:
     max_num_seqs = draw(st.integers(1, 8))
     routing = draw(
-        st.sampled_from(["round_robin", "random", "least_loaded", "cache_aware", "kv_cost"])
+        st.sampled_from(
+            ["round_robin", "random", "least_loaded", "cache_aware", "kv_cost", "conductor"]
+        )
     )
     cfg = dict(
         replicas=draw(st.integers(1, 3)),
@@ -66,7 +68,7 @@ def configs(draw) -> dict:
         max_num_seqs=max_num_seqs,
         max_batched_tokens=draw(st.integers(max_num_seqs, 64)),
         chunked_prefill=draw(st.booleans()),
-        eviction=draw(st.sampled_from(["lru", "fifo", "lfu"])),
+        eviction=draw(st.sampled_from(["lru", "fifo", "lfu", "length_aware"])),
         temperature=draw(st.sampled_from([0.0, 0.0, 2.0])),
         seed=draw(st.integers(0, 3)),
         cost_model=LinearCostModel(
@@ -146,9 +148,9 @@ class _Checked:
         orig_complete = sched_mod.Replica._complete
         self.evicted = 0
 
-        def evict(cache, k):
+        def evict(cache, k, out=None):
             before = dict(cache.ref)
-            orig_evict(cache, k)
+            orig_evict(cache, k, out)
             gone = set(before) - set(cache.ref)
             assert len(gone) == k
             assert all(before[h] == 0 for h in gone), "a pinned block was evicted"
@@ -318,3 +320,19 @@ def test_jump_equals_plain_loop_with_the_roofline_and_long_outputs(wl, cfg, outp
     fast = Simulator(**cfg, fast=True).run(wl)
     plain = Simulator(**cfg, fast=False).run(wl)
     assert_same(fast, plain)
+
+
+@SETTINGS
+@given(wl=workloads(), cfg=configs())
+def test_itl_columns_bound_each_other(wl, cfg):
+    # ITL is the mean gap, max_itl_ms the largest: mean <= max <= the whole decode span
+    req = Simulator(**cfg).run(wl).requests
+    fin = req[req["status"] == "finished"]
+    many = fin[fin["output_len"] > 1]
+    one = fin[fin["output_len"] <= 1]
+    assert one["itl_ms"].isna().all() and one["max_itl_ms"].isna().all()
+    assert many["itl_ms"].notna().all() and many["max_itl_ms"].notna().all()
+    span = many["finish_ms"] - many["first_token_ms"]
+    assert (many["itl_ms"] == span / (many["output_len"] - 1)).all()
+    assert (many["max_itl_ms"] >= many["itl_ms"] * (1 - 1e-9)).all()
+    assert (many["max_itl_ms"] <= span * (1 + 1e-9)).all()

@@ -21,6 +21,15 @@ Eviction policies
 ``"lfu"``
     Evict the block with the fewest hits in its current residency, ties by
     LRU order.
+``"length_aware"``
+    The Mooncake paper's LengthAwareCache (FAST'25, section 4.2, Table 1:
+    "similar to LFU but prioritizing cache blocks occurring later in
+    requests" for eviction). Evict the block with the fewest hits in its
+    current residency (as ``"lfu"``); among blocks with equal hits, the one
+    deepest in its prompt first (largest 0-based block position in the
+    prompt of the request that cached it; with prefix-chained hash ids a
+    block has one position); remaining ties by LRU order. The eviction key
+    is ``(hits, -position, time it became evictable)``, smallest first.
 """
 
 from __future__ import annotations
@@ -31,7 +40,7 @@ from collections.abc import Sequence
 
 __all__ = ["BlockCache", "EVICTION_POLICIES"]
 
-EVICTION_POLICIES = ("lru", "fifo", "lfu")
+EVICTION_POLICIES = ("lru", "fifo", "lfu", "length_aware")
 
 
 class _LRU:
@@ -42,7 +51,7 @@ class _LRU:
     def __init__(self) -> None:
         self._od: OrderedDict[int, None] = OrderedDict()
 
-    def inserted(self, h: int) -> None:
+    def inserted(self, h: int, pos: int = 0) -> None:
         pass
 
     def hit(self, h: int) -> None:
@@ -67,19 +76,20 @@ class _LRU:
 class _HeapPolicy:
     """Evictable blocks in a heap keyed by (key, tick), stale entries skipped."""
 
-    __slots__ = ("_heap", "_live", "_tick", "_born", "_hits", "_lfu")
+    __slots__ = ("_heap", "_live", "_tick", "_born", "_hits", "_lfu", "_depth")
 
-    def __init__(self, lfu: bool) -> None:
-        self._heap: list[tuple[int, int, int]] = []
+    def __init__(self, lfu: bool, depth: bool = False) -> None:
+        self._heap: list[tuple[int, int, int, int]] = []
         self._live: dict[int, int] = {}  # evictable hash -> tick of its heap entry
         self._tick = 0
-        self._born: dict[int, int] = {}
+        self._born: dict[int, int] = {}  # insertion tick, or -position (length_aware)
         self._hits: dict[int, int] = {}
         self._lfu = lfu
+        self._depth = depth
 
-    def inserted(self, h: int) -> None:
+    def inserted(self, h: int, pos: int = 0) -> None:
         self._tick += 1
-        self._born[h] = self._tick
+        self._born[h] = -pos if self._depth else self._tick
         self._hits[h] = 0
 
     def hit(self, h: int) -> None:
@@ -87,9 +97,12 @@ class _HeapPolicy:
 
     def add(self, h: int) -> None:
         self._tick += 1
-        key = self._hits[h] if self._lfu else self._born[h]
+        if self._depth:
+            key, key2 = self._hits[h], self._born[h]
+        else:
+            key, key2 = (self._hits[h] if self._lfu else self._born[h]), 0
         self._live[h] = self._tick
-        heapq.heappush(self._heap, (key, self._tick, h))
+        heapq.heappush(self._heap, (key, key2, self._tick, h))
 
     def discard(self, h: int) -> None:
         del self._live[h]
@@ -101,7 +114,7 @@ class _HeapPolicy:
     def pop(self) -> int:
         heap, live = self._heap, self._live
         while True:
-            _, tick, h = heapq.heappop(heap)
+            _, _, tick, h = heapq.heappop(heap)
             if live.get(h) == tick:
                 del live[h]
                 return h
@@ -115,8 +128,9 @@ class BlockCache:
 
     Parameters
     ----------
-    eviction : {"lru", "fifo", "lfu"}, default "lru"
-        Which evictable block goes first when a new block is needed.
+    eviction : {"lru", "fifo", "lfu", "length_aware"}, default "lru"
+        Which evictable block goes first when a new block is needed (see
+        the module docstring).
 
     Attributes
     ----------
@@ -145,8 +159,8 @@ class BlockCache:
     def __init__(self, eviction: str = "lru") -> None:
         if eviction == "lru":
             self._policy: _LRU | _HeapPolicy = _LRU()
-        elif eviction in ("fifo", "lfu"):
-            self._policy = _HeapPolicy(lfu=eviction == "lfu")
+        elif eviction in ("fifo", "lfu", "length_aware"):
+            self._policy = _HeapPolicy(lfu=eviction == "lfu", depth=eviction == "length_aware")
         else:
             raise ValueError(f"eviction must be one of {EVICTION_POLICIES}, got {eviction!r}")
         self._lru = eviction == "lru"
@@ -216,11 +230,13 @@ class BlockCache:
             ref[h] = r + 1
             policy.hit(h)
 
-    def register(self, h: int) -> bool:
+    def register(self, h: int, pos: int = 0) -> bool:
         """Cache a block its sequence just computed, pinned by that sequence.
 
-        Returns False (nothing changes) when the id is already cached: the
-        sequence keeps its copy as a private block.
+        ``pos`` is the block's 0-based position in its prompt (read by
+        ``"length_aware"`` eviction only). Returns False (nothing changes)
+        when the id is already cached: the sequence keeps its copy as a
+        private block.
 
         Examples
         --------
@@ -231,13 +247,14 @@ class BlockCache:
             return False
         self.ref[h] = 1
         self.pinned += 1
-        self._policy.inserted(h)
+        self._policy.inserted(h, pos)
         return True
 
-    def register_run(self, ids: Sequence[int], out: list[int]) -> int:
+    def register_run(self, ids: Sequence[int], out: list[int], start: int = 0) -> int:
         """:meth:`register` every id of ``ids``; append the cached ones to ``out``.
 
-        Returns how many were cached (the rest were cached already).
+        ``ids[k]`` sits at position ``start + k`` of its prompt. Returns how
+        many were cached (the rest were cached already).
 
         Examples
         --------
@@ -248,13 +265,13 @@ class BlockCache:
         ref = self.ref
         k = 0
         lru = self._lru
-        for h in ids:
+        for pos, h in enumerate(ids, start):
             if h not in ref:
                 ref[h] = 1
                 out.append(h)
                 k += 1
                 if not lru:
-                    self._policy.inserted(h)
+                    self._policy.inserted(h, pos)
         self.pinned += k
         return k
 
@@ -288,13 +305,17 @@ class BlockCache:
                     add(h)
         self.pinned -= freed
 
-    def evict(self, n: int) -> None:
+    def evict(self, n: int, out: list[int] | None = None) -> None:
         """Evict ``n`` evictable blocks chosen by the policy.
+
+        ``out``, if given, receives the evicted ids in eviction order (for
+        offloading them to a lower tier).
 
         Examples
         --------
-        >>> c = BlockCache(); _ = c.register(1); c.release([1]); c.evict(1); c.size
-        0
+        >>> c = BlockCache(); _ = c.register(1); c.release([1]); gone = []
+        >>> c.evict(1, gone); c.size, gone
+        (0, [1])
         """
         policy = self._policy
         if n > len(policy):
@@ -302,11 +323,19 @@ class BlockCache:
         ref = self.ref
         if self._lru:
             popitem = policy._od.popitem
-            for _ in range(n):
-                del ref[popitem(False)[0]]
+            if out is None:
+                for _ in range(n):
+                    del ref[popitem(False)[0]]
+            else:
+                for _ in range(n):
+                    h = popitem(False)[0]
+                    del ref[h]
+                    out.append(h)
         else:
             for _ in range(n):
                 h = policy.pop()
                 del ref[h]
                 policy.forget(h)
+                if out is not None:
+                    out.append(h)
         self.evictions += n

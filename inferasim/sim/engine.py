@@ -10,6 +10,14 @@ Time semantics (the same in the plain and the jumping loop): a step starts
 when the previous one ends if there is work; a request arriving at ``t``
 joins the first step that starts at or after ``t``; routing at ``t`` sees
 every step that ended at or before ``t``.
+
+A shared KV tier couples the replicas: what one writes at ``t`` another may
+read after ``t``. With one, the replicas are advanced in global time order
+(repeatedly the replica whose state changes next, ties to the lowest index:
+step ends before the step starts at the same instant), so every pool read
+at ``t`` sees exactly the pool writes before it. Pool reads and writes
+happen only at step starts and ends outside decode stretches (stretches
+never evict when tiers exist), so the jump stays exact.
 """
 
 from __future__ import annotations
@@ -29,10 +37,11 @@ from inferasim.sim.router import (
     ReplicaView,
     Request,
 )
-from inferasim.sim.scheduler import Outputs, Replica, Seq
+from inferasim.sim.scheduler import HANDOFF, Outputs, Replica, Seq
+from inferasim.sim.tiers import ReplicaTiers, Tier, TierStore
 from inferasim.workload import Workload
 
-__all__ = ["rejection_reasons", "simulate"]
+__all__ = ["rejection_reasons", "simulate", "simulate_disaggregated", "tier_savings"]
 
 _FAST_ROUTERS = (KvCostRouter, CacheAwareRouter, LeastLoadedRouter)
 
@@ -45,6 +54,8 @@ class RunOutput:
     reasons: dict[int, str]
     replicas: list[Replica]
     end_ms: float
+    tiers: tuple[Tier, ...] = ()
+    shared: dict[str, TierStore] | None = None
 
 
 def rejection_reasons(wl: Workload, capacity: int) -> dict[int, str]:
@@ -89,6 +100,10 @@ def simulate(
     sample_ms: float | None,
     jump: bool,
     progress: bool,
+    tiers: tuple[Tier, ...] = (),
+    write_through: bool = False,
+    load_policy: str = "faster",
+    admission: Callable[..., Any] | None = None,
 ) -> RunOutput:
     """Run ``wl`` through ``num_replicas`` replicas; see :class:`Simulator`.
 
@@ -105,7 +120,16 @@ def simulate(
     """
     n = len(wl)
     bs = wl.block_size
-    out = Outputs(n)
+    out = Outputs(n, len(tiers))
+    live = any(t.capacity_tokens >= bs for t in tiers)
+    shared = {t.name: TierStore(t.capacity_tokens // bs, log=True) for t in tiers if t.shared}
+    coupled = any(t.shared and t.capacity_tokens >= bs for t in tiers)
+    kvb = getattr(cost, "kv_bytes_per_token", None) if live else 0.0
+    if live and not (isinstance(kvb, int | float) and math.isfinite(kvb) and kvb > 0):
+        raise ValueError(
+            f"KV tiers need the KV bytes per token: the cost model has kv_bytes_per_token="
+            f"{kvb!r}; give e.g. LinearCostModel(kv_bytes_per_token=131072)"
+        )
     reasons = rejection_reasons(wl, capacity)
     arrival = wl.arrival_ms.astype(np.float64)
     P = wl.input_len.astype(np.int64)
@@ -134,6 +158,9 @@ def simulate(
             out=out,
             sample_ms=sample_ms,
             jump=jump,
+            tiers=ReplicaTiers(tiers, shared, bs, kvb, write_through) if live else None,
+            write_through=write_through,
+            load_policy=load_policy,
         )
         for r in range(num_replicas)
     ]
@@ -141,10 +168,12 @@ def simulate(
         rep.next_sample = rep.clock = t0
         rep.sample_i = 0
         rep.t0 = t0
-    current: list[Any] = [[], 0]
+    current: list[Any] = [[], 0, 0.0, 0]  # ids, limit, time, input_len of the request
     views = tuple(ReplicaView(rep, current) for rep in reps)
     if isinstance(router, KvCostRouter):
         router.block_size = bs
+    if live and isinstance(router, KvCostRouter | CacheAwareRouter):
+        router.tier_saving = tier_savings(cost, tiers, bs, max_batched_tokens, kvb)
     reset = getattr(router, "reset", None)
     if reset is not None:
         reset(num_replicas, seed)
@@ -168,6 +197,19 @@ def simulate(
     # active blocks of each replica (running plus queued prompt blocks), what kv_cost
     # reads: replica state only changes in advance/arrive, each followed by an update
     active = [0] * num_replicas
+
+    def advance_all(until: float) -> None:
+        """Advance every replica to ``until`` in global time order (a shared tier)."""
+        while True:
+            w = min(wakes)
+            if w > until or w == math.inf:
+                return
+            j = wakes.index(w)
+            rep = reps[j]
+            rep.advance(w)
+            wakes[j] = rep.wake()
+            active[j] = rep.n_private + rep.cache.pinned + rep.queued_blocks
+
     min_wake = math.inf
     for i in range(n):
         if bar is not None and not i & 1023 and i:
@@ -182,6 +224,9 @@ def simulate(
         if limit > k:
             limit = k
         r = -1
+        if coupled:
+            advance_all(a)
+            min_wake = min(wakes)
         if fast_route is not None:
             # bring up to date only the replicas whose routing state changed
             # (wakes[r] is the earliest time replica r's state would change)
@@ -195,13 +240,15 @@ def simulate(
                 min_wake = min(wakes)
             r = fast_route(p, ids, limit, reps, a, active)
         if r < 0:
-            if needs_state:
+            if needs_state:  # (coupled: only decode progress is left before a)
                 for j, rep in enumerate(reps):
                     rep.advance(a)
                     wakes[j] = rep.wake()
                     active[j] = rep.n_private + rep.cache.pinned + rep.queued_blocks
             current[0] = ids
             current[1] = limit
+            current[2] = a
+            current[3] = p
             r = router(Request(i, a, p, O_l[i], tuple(ids)), views)
             try:
                 r = operator.index(r)
@@ -214,11 +261,25 @@ def simulate(
                 ) from None
         rep = reps[r]
         rep.advance(a)
+        if admission is not None:
+            current[0] = ids
+            current[1] = limit
+            current[2] = a
+            current[3] = p
+            if not admission(Request(i, a, p, O_l[i], tuple(ids)), (views[r],), a):
+                reasons[i] = getattr(admission, "last_reason", "") or "rejected by admission"
+                w = wakes[r] = rep.wake()
+                active[r] = rep.n_private + rep.cache.pinned + rep.queued_blocks
+                if w < min_wake:
+                    min_wake = w
+                continue
         rep.arrive(Seq(i, p, O_l[i], ids, bs), a)
         w = wakes[r] = rep.wake()
         active[r] = rep.n_private + rep.cache.pinned + rep.queued_blocks
         if w < min_wake:
             min_wake = w
+    if coupled:
+        advance_all(math.inf)
     for rep in reps:
         rep.advance(math.inf)
     if bar is not None:
@@ -230,4 +291,352 @@ def simulate(
     for rep in reps:
         if rep.next_sample < stop:
             rep._emit(stop)
-    return RunOutput(out=out, reasons=reasons, replicas=reps, end_ms=end)
+    return RunOutput(
+        out=out, reasons=reasons, replicas=reps, end_ms=end, tiers=tuple(tiers), shared=shared
+    )
+
+
+def tier_savings(
+    cost: Any, tiers: tuple[Tier, ...], block_size: int, chunk_tokens: int, kv_bytes: float
+) -> tuple[float, ...]:
+    """Share of a miss's prefill time a block found in each tier saves (routing use).
+
+    ``1 - load / recompute`` per block, at least 0: ``load`` is one block
+    alone on the tier's link (bytes at ``read_gbps`` plus latency),
+    ``recompute`` the prefill time per block of a full ``chunk_tokens``
+    chunk beyond a step's fixed cost (a single block can hide in a
+    memory-bound step).
+
+    Examples
+    --------
+    >>> from inferasim.sim.cost import LinearCostModel
+    >>> t = Tier("dram", 10**6, read_gbps=1.0, write_gbps=1.0)
+    >>> # a block: 16 tokens * 1e5 bytes = 1.6 ms at 1 GB/s; recompute 16 * 0.5 = 8 ms
+    >>> tier_savings(LinearCostModel(prefill_token_ms=0.5), (t,), 16, 64, 1e5)
+    (0.8,)
+    """
+    n = max(chunk_tokens, block_size)
+    pairs = n * (n + 1) // 2
+    per_block = (
+        float(cost.step_time_ms(n, pairs, 0, 0)) - float(cost.step_time_ms(0, 0, 0, 0))
+    ) * block_size / n
+    out = []
+    for t in tiers:
+        load = block_size * kv_bytes / (t.read_gbps * 1e6) + t.latency_us / 1000.0
+        out.append(max(0.0, 1.0 - load / per_block) if per_block > 0 else 0.0)
+    return tuple(out)
+
+
+def simulate_disaggregated(
+    wl: Workload,
+    *,
+    prefill_replicas: int,
+    decode_replicas: int,
+    router: Callable[..., Any],
+    cost: Any,
+    capacity: int,
+    max_num_seqs: int,
+    max_batched_tokens: int,
+    chunked_prefill: bool,
+    eviction: str,
+    seed: int | None,
+    sample_ms: float | None,
+    jump: bool,
+    progress: bool,
+    admission: Callable[..., Any] | None,
+    kv_bytes_per_token: float,
+    handoff_gbps: float,
+    handoff_latency_us: float,
+    layerwise: bool,
+    tiers: tuple[Tier, ...] = (),
+    write_through: bool = False,
+    load_policy: str = "faster",
+) -> RunOutput:
+    """Run ``wl`` on a prefill pool and a decode pool; see :class:`Simulator`.
+
+    Replicas ``0 .. P-1`` are prefill instances, ``P .. P+D-1`` decode
+    instances. The router places each request on a prefill instance; a
+    prefill instance computes the prompt (chunked, with its own prefix
+    cache), samples the first token and hands the sequence off:
+
+    1. a decode instance with room for the KV (``ceil((input_len + 1) /
+       block_size)`` free or evictable blocks) is chosen, the one with the
+       fewest active blocks (ties to the lowest index), and the blocks are
+       reserved there; if none has room the KV stays pinned on the prefill
+       instance and the handoff waits (vLLM's source-first order: the
+       source holds the KV until the destination has taken it), retried,
+       first come first served, whenever a decode instance's state changes;
+    2. the prompt's KV (``input_len * kv_bytes_per_token`` bytes) moves over
+       the prefill instance's link (:class:`~inferasim.sim.transfer.Link`:
+       ``handoff_gbps`` shared by the transfers in flight, plus
+       ``handoff_latency_us``);
+    3. on delivery the prefill instance frees the KV and the sequence joins
+       the decode instance's next step (its second token).
+
+    With ``layerwise`` steps 1-2 happen when the prefill starts (the KV
+    streams out layer by layer as it is computed) and the sequence is
+    delivered at the later of the transfer's end and the prefill's end.
+
+    The loop processes events in time order (step ends of prefill
+    instances, transfer deliveries, arrivals; decode instances are advanced
+    to each event that touches them), so the state read at an event is the
+    state at that instant.
+
+    Examples
+    --------
+    >>> from inferasim.sim.cost import LinearCostModel
+    >>> from inferasim.sim.router import RoundRobinRouter
+    >>> wl = Workload.from_requests([0], [32], [3], block_size=16)
+    >>> run = simulate_disaggregated(wl, prefill_replicas=1, decode_replicas=1,
+    ...     router=RoundRobinRouter(), cost=LinearCostModel(), capacity=8, max_num_seqs=8,
+    ...     max_batched_tokens=64, chunked_prefill=True, eviction="lru", seed=0,
+    ...     sample_ms=None, jump=True, progress=False, admission=None,
+    ...     kv_bytes_per_token=1e6, handoff_gbps=32.0, handoff_latency_us=0.0,
+    ...     layerwise=False)
+    >>> run.out.first_token[0], run.out.delivered[0], run.out.finish[0]  # 6.6 + 32 MB / 32 GB/s
+    (6.6, 7.6, 17.8)
+    """
+    from inferasim.sim.transfer import Link
+
+    n = len(wl)
+    bs = wl.block_size
+    P_n, D_n = prefill_replicas, decode_replicas
+    out = Outputs(n, len(tiers))
+    # KV tiers (and a shared pool) sit behind the prefill instances' HBM: the
+    # prefill instances are advanced in global time order (below), as a shared
+    # tier needs; decode instances have none
+    live = any(t.capacity_tokens >= bs for t in tiers)
+    shared = {t.name: TierStore(t.capacity_tokens // bs, log=True) for t in tiers if t.shared}
+    reasons = rejection_reasons(wl, capacity)
+    arrival = wl.arrival_ms.astype(np.float64)
+    P = wl.input_len.astype(np.int64)
+    out_len = wl.output_len.astype(np.int64)
+    nh = np.minimum(wl.num_blocks, P // bs) if wl.has_hash_ids else np.zeros(n, dtype=np.int64)
+    starts = wl.offsets[:-1]
+    flat = wl.hash_ids
+    if sample_ms is None:
+        span = float(arrival[-1] - arrival[0]) if n else 0.0
+        sample_ms = span / 1000.0 if span > 0 else 1000.0
+    t0 = float(arrival[0]) if n else 0.0
+
+    def make(r: int, role: str) -> Replica:
+        with_tiers = live and role == "prefill"
+        rep = Replica(
+            r,
+            cost=cost,
+            block_size=bs,
+            capacity=capacity,
+            max_num_seqs=max_num_seqs,
+            max_batched_tokens=max_batched_tokens,
+            chunked_prefill=chunked_prefill,
+            eviction=eviction,
+            out=out,
+            sample_ms=sample_ms,
+            jump=jump,
+            role=role,
+            tiers=ReplicaTiers(tiers, shared, bs, kv_bytes_per_token, write_through)
+            if with_tiers
+            else None,
+            write_through=write_through,
+            load_policy=load_policy,
+        )
+        rep.next_sample = rep.clock = t0
+        rep.sample_i = 0
+        rep.t0 = t0
+        return rep
+
+    pre = [make(r, "prefill") for r in range(P_n)]
+    dec = [make(P_n + r, "decode") for r in range(D_n)]
+    links = [Link(handoff_gbps, handoff_latency_us) for _ in range(P_n)]
+    current: list[Any] = [[], 0, 0.0, 0]
+    views = tuple(ReplicaView(rep, current, links[r], kv_bytes_per_token) for r, rep in enumerate(pre))
+    dviews = tuple(ReplicaView(rep, current) for rep in dec)
+    if isinstance(router, KvCostRouter):
+        router.block_size = bs
+    if live and isinstance(router, KvCostRouter | CacheAwareRouter):
+        router.tier_saving = tier_savings(cost, tiers, bs, max_batched_tokens, kv_bytes_per_token)
+    reset = getattr(router, "reset", None)
+    if reset is not None:
+        reset(P_n, seed)
+
+    bar = None
+    if progress and n:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=n, delay=1.0, unit="req", desc="simulate", leave=False)
+    arr_l, P_l, O_l, nh_l, st_l = (
+        arrival.tolist(),
+        P.tolist(),
+        out_len.tolist(),
+        nh.tolist(),
+        starts.tolist(),
+    )
+
+    waiting_room: list[tuple[Seq, int]] = []  # handoffs waiting for decode room, FCFS
+    # in flight: (link, transfer id) -> [seq, prefill index, decode index, prefill done?,
+    # transfer done?]
+    flight: dict[tuple[int, int], list[Any]] = {}
+    by_seq: dict[int, list[Any]] = {}  # request id -> its flight record (layerwise)
+
+    def least_active_with_room(need: int, t: float) -> int:
+        best, best_active = -1, 0
+        for j, rep in enumerate(dec):
+            rep.advance(t)
+            if rep.capacity - rep.n_private - rep.cache.pinned < need:
+                continue
+            act = rep.n_private + rep.cache.pinned + rep.queued_blocks
+            if best < 0 or act < best_active:
+                best, best_active = j, act
+        return best
+
+    def place(seq: Seq, p: int, t: float, done: bool) -> bool:
+        need = -(-(seq.prompt + 1) // bs)
+        d = least_active_with_room(need, t)
+        if d < 0:
+            return False
+        dec[d].reserve(need)
+        tid = links[p].start(t, seq.prompt * kv_bytes_per_token)
+        out.xfer_start[seq.rid] = t
+        rec = [seq, p, d, done, False]
+        flight[(p, tid)] = rec
+        by_seq[seq.rid] = rec
+        return True
+
+    def hand_over(rec: list[Any], t: float) -> None:
+        seq, p, d = rec[0], rec[1], rec[2]
+        pre[p].advance(t)
+        pre[p].release_kv(seq, t)
+        dec[d].advance(t)
+        dec[d].deliver(seq, t)
+        del by_seq[seq.rid]
+
+    order = [i for i in range(n) if i not in reasons]
+    k = 0
+    inf = math.inf
+    while True:
+        T = arr_l[order[k]] if k < len(order) else inf
+        for rep in pre:
+            w = rep.wake()
+            if w < T:
+                T = w
+        for link in links:
+            w = link.next_done()
+            if w < T:
+                T = w
+        if waiting_room:
+            for rep in dec:
+                w = rep.wake()
+                if w < T:
+                    T = w
+        if T == inf:
+            break
+        # 1. prefill instances up to T: steps ending at T complete (first tokens)
+        events: list[tuple[bool, Seq, float, int]] = []
+        for p, rep in enumerate(pre):
+            if rep.wake() <= T:
+                rep.advance(T)
+            if rep.handoffs:
+                events.extend((done, seq, te, p) for done, seq, te in rep.handoffs)
+                rep.handoffs.clear()
+        events.sort(key=lambda x: (x[2], x[1].rid))
+        # (a prefill step that started before T, right after the previous event:
+        # its layerwise transfers start then, before anything at T)
+        early = 0
+        while early < len(events) and events[early][2] < T:
+            early += 1
+        for done, seq, te, p in events[:early]:
+            if layerwise and not done and not place(seq, p, te, False):
+                waiting_room.append((seq, p))
+        # 2. transfers delivered by T
+        for p, link in enumerate(links):
+            # (advance a link only when something is delivered: its float state
+            # then depends on the event times alone, the same in both loops)
+            if link.next_done() <= T:
+                for tid in link.pop_done(T):
+                    rec = flight.pop((p, tid))
+                    out.delivered[rec[0].rid] = T
+                    rec[4] = True
+                    if rec[3]:
+                        hand_over(rec, T)
+        # 3. handoffs that were waiting for room, then the new ones
+        if waiting_room:
+            still = []
+            for seq, p in waiting_room:
+                if not place(seq, p, T, seq.state == HANDOFF):
+                    still.append((seq, p))
+            waiting_room = still
+        for done, seq, te, p in events[early:]:
+            if not done:  # the prefill starts: with layerwise, the KV streams out
+                if layerwise and not place(seq, p, te, False):
+                    waiting_room.append((seq, p))
+                continue
+            rec = by_seq.get(seq.rid)
+            if rec is not None:  # layerwise, transfer under way or delivered
+                rec[3] = True
+                if rec[4]:
+                    out.delivered[seq.rid] = te
+                    hand_over(rec, te)
+            elif layerwise and any(s is seq for s, _ in waiting_room):
+                pass  # still waiting for room; placed as a whole when it comes
+            elif not place(seq, p, te, True):
+                waiting_room.append((seq, p))
+        # 4. arrivals at T
+        while k < len(order) and arr_l[order[k]] <= T:
+            i = order[k]
+            k += 1
+            if bar is not None and not k & 1023:
+                bar.update(1024)
+            a = arr_l[i]
+            p_len = P_l[i]
+            kk = nh_l[i]
+            ids = flat[st_l[i] : st_l[i] + kk].tolist() if kk else []
+            limit = (p_len - 1) // bs
+            if limit > kk:
+                limit = kk
+            if getattr(router, "needs_state", True):
+                for rep in pre:
+                    rep.advance(a)
+            current[0] = ids
+            current[1] = limit
+            current[2] = a
+            current[3] = p_len
+            req = Request(i, a, p_len, O_l[i], tuple(ids))
+            r = router(req, views)
+            try:
+                r = operator.index(r)
+                if not 0 <= r < P_n:
+                    raise IndexError
+            except (TypeError, IndexError):
+                raise ValueError(
+                    f"routing returned {r!r} for request {i}; expected an int "
+                    f"in [0, {P_n}) (a prefill instance)"
+                ) from None
+            rep = pre[r]
+            rep.advance(a)
+            if admission is not None:
+                need = -(-(p_len + 1) // bs)
+                d = least_active_with_room(need, a)
+                dv = dviews[d] if d >= 0 else dviews[0]
+                if not admission(req, (views[r], dv), a):
+                    reasons[i] = getattr(admission, "last_reason", "") or "rejected by admission"
+                    continue
+            rep.arrive(Seq(i, p_len, O_l[i], ids, bs), a)
+    for rep in pre:
+        rep.advance(math.inf)
+    for rep in dec:
+        rep.advance(math.inf)
+    if waiting_room or flight or by_seq:
+        raise RuntimeError("internal error: handoffs left at the end of the run")
+    if bar is not None:
+        bar.update(n - bar.n)
+        bar.close()
+    fin = np.frombuffer(out.finish, dtype=np.float64)
+    end = float(np.nanmax(fin)) if np.isfinite(fin).any() else t0
+    stop = math.nextafter(end, math.inf)
+    reps = pre + dec
+    for rep in reps:
+        if rep.next_sample < stop:
+            rep._emit(stop)
+    return RunOutput(
+        out=out, reasons=reasons, replicas=reps, end_ms=end, tiers=tuple(tiers), shared=shared
+    )

@@ -28,13 +28,31 @@ class SimResult:
         ``first_token_ms``, ``finish_ms``; ``queue_ms`` (scheduled -
         arrival), ``ttft_ms`` (first token - arrival), ``tpot_ms`` ((finish -
         first token) / (output_len - 1), NaN for one-token outputs),
+        ``itl_ms`` (inter-token latency as AIPerf defines it, ``(e2e_ms -
+        ttft_ms) / (output_len - 1)``: the same number as ``tpot_ms``, NaN for
+        one-token outputs), ``max_itl_ms`` (the largest gap between two
+        consecutive tokens, a stall indicator: a long prefill chunk sharing
+        the step, a preemption and recompute; NaN for one-token outputs),
         ``e2e_ms`` (finish - arrival); ``input_len``, ``output_len`` (tokens);
         ``cached_blocks``, ``cached_tokens`` (prefix reused at the first
         admission); ``computed_prefill_tokens`` (prefill tokens computed,
         recomputation after preemption included); ``preemptions``;
         ``status`` (``"finished"`` or ``"rejected"``: the request can never
-        fit in a replica's KV memory or has no prompt) and ``reason`` (why it
-        was rejected, else missing). Times are ms, NaN when they never came.
+        fit in a replica's KV memory, has no prompt, or was turned away by the
+        admission policy) and ``reason`` (why it was rejected, else missing).
+        Times are ms, NaN when they never came.
+
+        A disaggregated run adds ``prefill_replica`` (= ``replica``),
+        ``decode_replica`` (-1 when the first token was the last),
+        ``prefill_queue_ms`` (arrival to the first prefill step),
+        ``handoff_wait_ms`` (first token to the start of the KV transfer: the
+        KV waited pinned for decode memory; 0 when it started earlier),
+        ``transfer_ms`` (transfer start to delivery to the decode instance)
+        and ``decode_queue_ms`` (delivery to the first decode step).
+        With KV tiers also ``hbm_hit_tokens`` and ``<tier>_hit_tokens`` (where
+        the reused prefix of the first admission came from; they add up to
+        ``cached_tokens``) and ``load_ms`` (time spent waiting for loads from
+        lower tiers, from admission to the last delivery).
     replicas : pandas.DataFrame
         One row per replica: ``requests`` routed, ``share`` of all routed
         requests, ``input_tokens``, ``output_tokens``, ``prompt_blocks``,
@@ -42,12 +60,20 @@ class SimResult:
         ``token_hit_ratio``, ``busy_fraction`` (of the run from first arrival
         to last finish), ``peak_running``, ``peak_kv_blocks`` (held by running
         sequences), ``kv_capacity_blocks``, ``evictions``, ``preemptions``,
-        ``steps`` (engine steps run).
+        ``steps`` (engine steps run). A disaggregated run adds ``role``
+        (``"prefill"`` or ``"decode"``); a decode instance's ``requests`` and
+        ``share`` count the sequences handed off to it, its
+        ``output_tokens`` the tokens it generated (all but the first).
+        With KV tiers also ``<tier>_bytes_read``
+        (loaded into this replica's HBM), ``<tier>_bytes_written`` (written by
+        this replica) and ``<tier>_peak_tokens`` (most tokens held; for a
+        shared tier the pool's peak, the same on every row).
     timeline : pandas.DataFrame
         The state of every replica sampled every ``timeline_ms``: ``time_ms``,
         ``replica``, ``queue`` (waiting requests), ``running``,
         ``kv_running_blocks`` (held by running sequences), ``kv_cached_blocks``
-        (evictable blocks kept for reuse).
+        (evictable blocks kept for reuse); with KV tiers ``<tier>_tokens``
+        (tokens held: the replica's own tier, or the whole shared pool).
     config : dict
         The simulator parameters of the run.
 
@@ -95,6 +121,11 @@ class SimResult:
         P = wl.input_len.astype(np.int64)
         with np.errstate(invalid="ignore", divide="ignore"):
             tpot = np.where(out_len > 1, (finish - first) / np.maximum(out_len - 1, 1), np.nan)
+        max_gap = col(out.max_gap, f64)
+        for rep in run.replicas:
+            rid, gap = rep.gap_maxima()
+            np.fmax.at(max_gap, rid, gap)
+        max_gap[out_len <= 1] = np.nan
         status = np.full(n, "finished", dtype=object)
         reason = np.full(n, None, dtype=object)
         for i, why in run.reasons.items():
@@ -111,6 +142,8 @@ class SimResult:
                 "queue_ms": scheduled - arrival,
                 "ttft_ms": first - arrival,
                 "tpot_ms": tpot,
+                "itl_ms": tpot.copy(),
+                "max_itl_ms": max_gap,
                 "e2e_ms": finish - arrival,
                 "input_len": P,
                 "output_len": out_len,
@@ -122,9 +155,33 @@ class SimResult:
                 "reason": pd.Series(reason, dtype=object),
             }
         )
-        req.index.name = None
-
+        tiers = run.tiers
         bs = wl.block_size
+        if tiers:
+            hit = [col(out.tier_hits[k], np.int64) * bs for k in range(len(tiers))]
+            req.insert(
+                req.columns.get_loc("cached_tokens") + 1,
+                "hbm_hit_tokens",
+                req["cached_tokens"].to_numpy() - sum(hit, np.zeros(n, np.int64)),
+            )
+            at = req.columns.get_loc("hbm_hit_tokens") + 1
+            for k, t in enumerate(tiers):
+                req.insert(at + k, f"{t.name}_hit_tokens", hit[k])
+            req.insert(at + len(tiers), "load_ms", col(out.load_ms, f64))
+        req.index.name = None
+        disagg = "prefill_replicas" in config
+        if disagg:
+            xs, dl, ds = col(out.xfer_start, f64), col(out.delivered, f64), col(out.decode_start, f64)
+            pos = req.columns.get_loc("replica") + 1
+            req.insert(pos, "prefill_replica", req["replica"].to_numpy().copy())
+            req.insert(pos + 1, "decode_replica", col(out.decode_replica, np.int64))
+            pos = req.columns.get_loc("queue_ms") + 1
+            req.insert(pos, "prefill_queue_ms", scheduled - arrival)
+            with np.errstate(invalid="ignore"):
+                req.insert(pos + 1, "handoff_wait_ms", np.maximum(xs - first, 0.0))
+            req.insert(pos + 2, "transfer_ms", dl - xs)
+            req.insert(pos + 3, "decode_queue_ms", ds - dl)
+
         R = len(run.replicas)
         routed = req["replica"].to_numpy() >= 0
         rr = req["replica"].to_numpy()[routed]
@@ -165,7 +222,42 @@ class SimResult:
                     "steps": np.array([r.steps for r in run.replicas], np.int64),
                 }
             )
-        rows = [(*row[:1], r.index, *row[1:]) for r in run.replicas for row in r.tl]
+        if disagg:
+            P_n = int(config["prefill_replicas"])
+            reps.insert(1, "role", ["prefill"] * P_n + ["decode"] * (R - P_n))
+            dr = req["decode_replica"].to_numpy()
+            handed = dr >= 0
+            dec_req = np.bincount(dr[handed], minlength=R)
+            reqs = np.where(np.arange(R) < P_n, requests, dec_req).astype(np.int64)
+            reps["requests"] = reqs
+            for name in ("share",):
+                reps[name] = np.where(
+                    np.arange(R) < P_n,
+                    requests / max(int(routed.sum()), 1),
+                    dec_req / max(int(handed.sum()), 1),
+                )
+            fin_d = handed & done
+            dec_out = np.bincount(dr[fin_d], weights=(out_len[fin_d] - 1).astype(f64), minlength=R)
+            pre_out = np.bincount(rr, weights=done[routed].astype(f64), minlength=R)
+            reps["output_tokens"] = np.where(np.arange(R) < P_n, pre_out, dec_out).astype(np.int64)
+        if tiers:
+            for k, t in enumerate(tiers):
+                rd = [r.tiers.bytes_read[k] if r.tiers else 0.0 for r in run.replicas]
+                wr = [r.tiers.bytes_written[k] if r.tiers else 0.0 for r in run.replicas]
+                if t.shared:
+                    pk = [run.shared[t.name].peak * bs] * R
+                else:
+                    pk = [r.tiers.stores[k].peak * bs if r.tiers else 0 for r in run.replicas]
+                reps[f"{t.name}_bytes_read"] = np.array(rd, f64)
+                reps[f"{t.name}_bytes_written"] = np.array(wr, f64)
+                reps[f"{t.name}_peak_tokens"] = np.array(pk, np.int64)
+        tier_cols = [f"{t.name}_tokens" for t in tiers]
+        zeros = (0,) * len(tiers)
+        rows = [
+            (*row[:1], r.index, *row[1:5], *(row[5:] if r.tiers is not None else zeros))
+            for r in run.replicas
+            for row in r.tl
+        ]
         tl = pd.DataFrame(
             rows,
             columns=[
@@ -175,8 +267,18 @@ class SimResult:
                 "running",
                 "kv_running_blocks",
                 "kv_cached_blocks",
+                *tier_cols,
             ],
         )
+        for t, name in zip(tiers, tier_cols, strict=True):
+            if len(tl):
+                tl[name] = tl[name].astype(np.int64) * bs
+            log = run.shared.get(t.name).log if t.shared else None
+            if log and len(tl):  # the pool's size at each sample, from its change log
+                times = np.array([x[0] for x in log], f64)
+                sizes = np.array([x[1] for x in log], np.int64)
+                i = np.searchsorted(times, tl["time_ms"].to_numpy(), side="right") - 1
+                tl[name] = np.where(i >= 0, sizes[np.maximum(i, 0)], 0) * bs
         if len(tl):
             tl = tl.sort_values(["time_ms", "replica"], kind="stable", ignore_index=True)
         tl = tl.astype(
@@ -187,6 +289,7 @@ class SimResult:
                 "running": np.int64,
                 "kv_running_blocks": np.int64,
                 "kv_cached_blocks": np.int64,
+                **dict.fromkeys(tier_cols, np.int64),
             }
         )
         return cls(req, reps, tl, config)
@@ -213,7 +316,9 @@ class SimResult:
             (finished requests), ``preemptions``, ``evictions``,
             ``max_replica_share`` (busiest replica's share of requests; ``1 /
             replicas`` is perfectly balanced), ``goodput_rps``,
-            ``slo_attainment``, ``saturated`` (True when the queueing delay
+            ``slo_attainment``; with KV tiers ``hbm_token_hit_ratio``,
+            ``<tier>_token_hit_ratio`` (adding up to ``token_hit_ratio``) and
+            ``load_ms_mean``; ``saturated`` (True when the queueing delay
             keeps growing: from the first to the last quarter of arrivals, the
             mean queue grows by more than 10% of the time between them and
             ends above 100 ms; the fleet cannot keep up with the offered load).
@@ -261,6 +366,16 @@ class SimResult:
                     out[f"{metric}_{name}"] = float(v.mean())
                 else:
                     out[f"{metric}_{name}"] = float(np.percentile(v, q))
+        if "hbm_hit_tokens" in req.columns:
+            names = ["hbm"] + [
+                c[: -len("_hit_tokens")]
+                for c in req.columns
+                if c.endswith("_hit_tokens") and c != "hbm_hit_tokens"
+            ]
+            for name in names:
+                hit = float(routed[f"{name}_hit_tokens"].sum())
+                out[f"{name}_token_hit_ratio"] = hit / itok if itok else float("nan")
+            out["load_ms_mean"] = float(fin["load_ms"].mean()) if len(fin) else float("nan")
         out["preemptions"] = int(self.replicas["preemptions"].sum())
         out["evictions"] = int(self.replicas["evictions"].sum())
         out["max_replica_share"] = (
@@ -275,6 +390,21 @@ class SimResult:
         out["goodput_rps"] = rate(int(good.sum()))
         out["slo_attainment"] = int(good.sum()) / n if n else float("nan")
         out["saturated"] = _saturated(fin)
+        if "decode_replica" in req.columns:  # disaggregated: the two pools apart
+            reps = self.replicas
+            for role in ("prefill", "decode"):
+                busy = reps.loc[reps["role"] == role, "busy_fraction"]
+                out[f"{role}_busy_fraction"] = float(busy.mean()) if len(busy) else float("nan")
+                kv = reps.loc[reps["role"] == role]
+                out[f"{role}_peak_kv_usage"] = (
+                    float((kv["peak_kv_blocks"] / kv["kv_capacity_blocks"]).max())
+                    if len(kv)
+                    else float("nan")
+                )
+            for metric in ("prefill_queue_ms", "handoff_wait_ms", "transfer_ms", "decode_queue_ms"):
+                v = fin[metric].dropna().to_numpy()
+                out[f"{metric}_mean"] = float(v.mean()) if v.size else float("nan")
+                out[f"{metric}_p99"] = float(np.percentile(v, 99)) if v.size else float("nan")
         return pd.Series(out, dtype=object, name="summary")
 
 

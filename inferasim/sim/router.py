@@ -34,6 +34,28 @@ Built-in policies (``Simulator(routing=name)``):
     active_blocks`` (lowest wins; ties to the least loaded). With
     ``temperature > 0`` the replica is drawn with probability proportional to
     ``exp(-(cost - min cost) / temperature)``.
+``"conductor"``
+    Mooncake's KV-centric scheduler: the replica with the smallest estimated
+    TTFT, :attr:`ReplicaView.ttft_estimate_ms` (its queue time plus the
+    prefill time of the request's tokens not cached there, from the cost
+    model) plus, on a disaggregated fleet, the KV handoff estimate
+    (:attr:`ReplicaView.handoff_estimate_ms`; it delays the second token);
+    ties to the fewest outstanding tokens, then the lowest index. On an
+    aggregated fleet prefill and decode run on the chosen replica; on a
+    disaggregated one the decode instance is chosen at the handoff.
+    Written only against the public :class:`ReplicaView` API.
+
+The views also estimate times from the cost model (``queue_ms``,
+``prefill_ms(tokens)``, ``ttft_estimate_ms``, ``tpot_estimate_ms``) and show
+memory (``free_kv_blocks``): enough to write a custom KV-centric policy.
+
+With KV tiers (``Simulator(tiers=...)``) ``cache_aware`` and ``kv_cost``
+count a replica's *effective* match: its HBM blocks of the request's
+reusable run plus, for each lower tier, the blocks found there times the
+share of a miss's prefill time loading them saves
+(:func:`inferasim.sim.engine.tier_savings`, from the cost model and the
+tier's bandwidth). A block in a shared pool is found from every replica,
+so it is a (cheaper) hit everywhere.
 """
 
 from __future__ import annotations
@@ -52,6 +74,7 @@ __all__ = [
     "CacheAwareRouter",
     "LongestMatchRouter",
     "KvCostRouter",
+    "ConductorRouter",
     "ROUTING_POLICIES",
     "make_router",
 ]
@@ -104,11 +127,41 @@ class ReplicaView:
     [(0, 0, 1), (1, 0, 0)]
     """
 
-    __slots__ = ("_rep", "_cur")
+    __slots__ = ("_rep", "_cur", "_link", "_kvb")
 
-    def __init__(self, replica: Any, current: list[Any]) -> None:
+    def __init__(
+        self, replica: Any, current: list[Any], link: Any = None, kv_bytes_per_token: float = 0.0
+    ) -> None:
         self._rep = replica
-        self._cur = current  # [ids, limit] of the request being routed
+        self._cur = current  # [ids, limit, now, input_len] of the request being routed
+        self._link = link  # a prefill instance's handoff link (disaggregated fleets)
+        self._kvb = kv_bytes_per_token
+
+    @property
+    def role(self) -> str:
+        """``"both"`` (aggregated), ``"prefill"`` or ``"decode"``.
+
+        Examples
+        --------
+        >>> _demo_view().role
+        'both'
+        """
+        return self._rep.role
+
+    @property
+    def handoff_estimate_ms(self) -> float:
+        """Estimated time to hand the routed request's KV (its prompt) off to a
+        decode instance over this prefill instance's link, sharing it with the
+        transfers in flight (0 on an aggregated fleet).
+
+        Examples
+        --------
+        >>> _demo_view().handoff_estimate_ms
+        0.0
+        """
+        if self._link is None:
+            return 0.0
+        return self._link.estimate_ms(self._cur[2], self._cur[3] * self._kvb)
 
     @property
     def index(self) -> int:
@@ -229,8 +282,202 @@ class ReplicaView:
         >>> v.prefix_match_blocks  # blocks 1, 2 of (1, 2, 4)
         2
         """
-        ids, limit = self._cur
+        ids, limit = self._cur[0], self._cur[1]
         return self._rep.cache.match(ids, limit)[0]
+
+    @property
+    def block_size(self) -> int:
+        """Tokens per KV block.
+
+        Examples
+        --------
+        >>> _demo_view().block_size
+        16
+        """
+        return self._rep.bs
+
+    @property
+    def free_kv_blocks(self) -> int:
+        """KV blocks a new request could take now: free plus evictable cached ones.
+
+        Examples
+        --------
+        >>> _demo_view().free_kv_blocks  # 50 - 4 held by request 0
+        46
+        """
+        rep = self._rep
+        return rep.capacity - rep.n_private - rep.cache.pinned
+
+    @property
+    def decode_batch(self) -> int:
+        """Sequences decoding now (a token each step).
+
+        Examples
+        --------
+        >>> _demo_view().decode_batch
+        1
+        """
+        return self._rep.B
+
+    @property
+    def prefill_tokens_pending(self) -> int:
+        """Prompt tokens still to compute on this replica after the running step:
+        waiting prompts in full (their cache hits are not known until
+        admission) plus the rest of the prompts being prefilled.
+
+        Examples
+        --------
+        >>> _demo_view().prefill_tokens_pending  # request 1 waits with 32 tokens
+        32
+        """
+        rep = self._rep
+        n = 0
+        for seq in rep.waiting:
+            n += seq.tokens
+        for seq in rep.prefilling:
+            n += seq.tokens - seq.computed
+        if rep.in_step:
+            for _, k in rep.cur_chunks:  # (computed when the running step ends)
+                n -= k
+        return n
+
+    def prefill_ms(self, tokens: int, cached: int = 0) -> float:
+        """Estimated time to prefill ``tokens`` prompt tokens after ``cached``
+        ones, in chunks of the token budget left by the current decode batch.
+
+        Each chunk of ``n`` tokens starting at position ``c`` costs
+        ``step_time_ms(n, n * c + n * (n + 1) // 2, B, S)`` with the replica's
+        decode batch ``B`` and context ``S`` now (they are held fixed).
+
+        Examples
+        --------
+        >>> v = _demo_view()          # budget 64 - 1 decoding = 63 tokens a step
+        >>> round(v.prefill_ms(100), 3)  # 2 steps: 5 + 0.05 * 63 + 0.1, 5 + 0.05 * 37 + 0.1
+        15.2
+        """
+        rep = self._rep
+        B, S = rep.B, rep.S
+        budget = rep.max_tokens - B
+        if budget < 1:
+            budget = 1
+        cost = rep.cost
+        t = 0.0
+        c = cached
+        left = tokens
+        while left > 0:
+            n = left if left < budget else budget
+            t += float(cost(n, n * c + n * (n + 1) // 2, B, S))
+            c += n
+            left -= n
+        return t
+
+    @property
+    def queue_ms(self) -> float:
+        """Estimated wait before a request routed now starts its prefill: the rest
+        of the running step plus :meth:`prefill_ms` of
+        :attr:`prefill_tokens_pending`.
+
+        Examples
+        --------
+        >>> v = _demo_view()      # steps end at 7.4, 12.5, 17.6, 22.7; now is 20
+        >>> round(v.queue_ms, 3)  # 2.7 + (5 + 0.05 * 32 + 0.1)
+        9.4
+        """
+        rep = self._rep
+        now = self._cur[2]
+        wait = rep.step_end - now if rep.in_step and rep.step_end > now else 0.0
+        pending = self.prefill_tokens_pending
+        return wait + (self.prefill_ms(pending) if pending else 0.0)
+
+    @property
+    def ttft_estimate_ms(self) -> float:
+        """Estimated TTFT of the request being routed if it goes here:
+        :attr:`queue_ms` plus :meth:`prefill_ms` of its tokens not cached here
+        (at least one token is always computed); with KV tiers, blocks found
+        in a lower tier or the shared pool count as cached and their
+        :attr:`load_estimate_ms` is added.
+
+        Examples
+        --------
+        >>> v = _demo_view()  # 48 tokens, blocks 1, 2 (32 tokens) cached: 16 to compute
+        >>> round(v.ttft_estimate_ms, 3)  # 9.4 + (5 + 0.05 * 16 + 0.1)
+        15.3
+        """
+        rep = self._rep
+        if rep.tiers is None:
+            cached = self.prefix_match_blocks * rep.bs
+            return self.queue_ms + self.prefill_ms(self._cur[3] - cached, cached)
+        counts = rep.tier_match(self._cur[0], self._cur[1])  # (hbm, tier 0, tier 1, ...)
+        cached = sum(counts) * rep.bs
+        load = rep.tiers.load_estimate_ms(self._cur[2], counts[1:]) if cached else 0.0
+        return self.queue_ms + load + self.prefill_ms(self._cur[3] - cached, cached)
+
+    @property
+    def load_estimate_ms(self) -> float:
+        """Estimated time to load the routed request's blocks found in lower KV
+        tiers here (:attr:`hit_blocks_by_tier` below HBM) over the replica's
+        tier links as they are now; 0 without tiers. :attr:`ttft_estimate_ms`
+        adds it (and counts those blocks as cached).
+
+        Examples
+        --------
+        >>> _demo_view().load_estimate_ms
+        0.0
+        """
+        rep = self._rep
+        if rep.tiers is None:
+            return 0.0
+        counts = self.hit_blocks_by_tier
+        return rep.tiers.load_estimate_ms(self._cur[2], list(counts[1:]))
+
+    @property
+    def tpot_estimate_ms(self) -> float:
+        """Estimated decode step time once the request being routed joins the
+        decode batch here: ``step_time_ms(0, 0, B + 1, S + input_len)``.
+
+        Examples
+        --------
+        >>> round(_demo_view().tpot_estimate_ms, 3)  # 5 + 0.1 * 2
+        5.2
+        """
+        rep = self._rep
+        return float(rep.cost(0, 0, rep.B + 1, rep.S + self._cur[3]))
+
+    @property
+    def hit_blocks_by_tier(self) -> tuple[int, ...]:
+        """Blocks of this request's reusable run by tier: ``(hbm, tier 0, tier 1, ...)``.
+
+        The run is the leading run of blocks found in HBM or in a lower tier
+        (what admission would reuse with ``load_policy="always"``); without
+        tiers it is ``(prefix_match_blocks,)``.
+
+        Examples
+        --------
+        >>> v = _demo_view()
+        >>> v.hit_blocks_by_tier
+        (2,)
+        """
+        ids, limit = self._cur[0], self._cur[1]
+        rep = self._rep
+        if rep.tiers is None:
+            return (rep.cache.match(ids, limit)[0],)
+        return tuple(rep.tier_match(ids, limit))
+
+    @property
+    def transfer_backlog_ms(self) -> float:
+        """Link time still needed by the KV transfers in flight (loads and offload
+        writes, over the replica's tier links; 0 without tiers).
+
+        Examples
+        --------
+        >>> v = _demo_view()
+        >>> v.transfer_backlog_ms
+        0.0
+        """
+        rep = self._rep
+        if rep.tiers is None:
+            return 0.0
+        return rep.tiers.backlog_ms(self._cur[2])
 
 
 def _demo_view() -> ReplicaView:
@@ -239,7 +486,7 @@ def _demo_view() -> ReplicaView:
     Request 0 (48 tokens: blocks 1, 2, 3 of 16 tokens; 10 output tokens) started at
     0 with ``LinearCostModel()``: by 20 ms it has 3 tokens and holds 4 blocks.
     Request 1 (32 tokens, 2 output tokens) has just queued. The view routes a
-    request whose reusable blocks are 1, 2 (of 1, 2, 4).
+    48-token request whose reusable blocks are 1, 2 (of 1, 2, 4) at 20 ms.
     """
     from inferasim.sim.cost import LinearCostModel
     from inferasim.sim.scheduler import Outputs, Replica, Seq
@@ -260,7 +507,7 @@ def _demo_view() -> ReplicaView:
     rep.arrive(Seq(0, 48, 10, [1, 2, 3], 16), 0.0)
     rep.advance(20.0)
     rep.arrive(Seq(1, 32, 2, [7, 8], 16), 20.0)
-    return ReplicaView(rep, [[1, 2, 4], 2])
+    return ReplicaView(rep, [[1, 2, 4], 2, 20.0, 48])
 
 
 def _least_loaded(replicas: Sequence[ReplicaView]) -> int:
@@ -395,6 +642,7 @@ class CacheAwareRouter:
     """
 
     needs_state = True
+    tier_saving: tuple[float, ...] = ()  # set by the engine when KV tiers exist
 
     def reset(self, num_replicas: int, seed: int | None) -> None:
         """Nothing to reset: the policy keeps no state.
@@ -407,9 +655,14 @@ class CacheAwareRouter:
 
     def __call__(self, request: Request, replicas: Sequence[ReplicaView]) -> int:
         best = -1
-        best_key = (0, 0)
+        best_key: tuple[float, int] = (0, 0)
+        saving = self.tier_saving
         for v in replicas:
-            key = (-v.prefix_match_blocks, v.outstanding_tokens)
+            if saving:
+                m: float = _effective(v.hit_blocks_by_tier, saving)
+            else:
+                m = v.prefix_match_blocks
+            key = (-m, v.outstanding_tokens)
             if best < 0 or key < best_key:
                 best, best_key = v.index, key
         return best
@@ -428,16 +681,20 @@ class CacheAwareRouter:
         ``active[i]`` is replica ``i``'s active blocks (the engine keeps it up to date).
         """
         best = -1
-        best_m = 0
+        best_m: float = 0
         best_load = None
         head = ids[:limit]
+        saving = self.tier_saving
         for i, rep in enumerate(reps):
-            ref = rep.cache.ref
-            m = 0
-            for h in head:
-                if h not in ref:
-                    break
-                m += 1
+            if saving and rep.tiers is not None:
+                m: float = _effective(rep.tier_match(ids, limit), saving)
+            else:
+                ref = rep.cache.ref
+                m = 0
+                for h in head:
+                    if h not in ref:
+                        break
+                    m += 1
             if best < 0 or m > best_m:
                 best, best_m, best_load = i, m, None
             elif m == best_m:
@@ -479,6 +736,7 @@ class KvCostRouter:
     """
 
     needs_state = True
+    tier_saving: tuple[float, ...] = ()  # set by the engine when KV tiers exist
 
     def __init__(
         self, overlap_weight: float = 1.0, temperature: float = 0.0, block_size: int = 512
@@ -505,7 +763,14 @@ class KvCostRouter:
     def __call__(self, request: Request, replicas: Sequence[ReplicaView]) -> int:
         blocks = -(-request.input_len // self.block_size)
         w = self.overlap_weight
-        costs = [w * (blocks - v.prefix_match_blocks) + v.active_blocks for v in replicas]
+        saving = self.tier_saving
+        if saving:
+            costs = [
+                w * (blocks - _effective(v.hit_blocks_by_tier, saving)) + v.active_blocks
+                for v in replicas
+            ]
+        else:
+            costs = [w * (blocks - v.prefix_match_blocks) + v.active_blocks for v in replicas]
         low = min(costs)
         if self.temperature > 0:
             weights = [math.exp(-(c - low) / self.temperature) for c in costs]
@@ -536,10 +801,27 @@ class KvCostRouter:
             return -1  # the engine falls back to __call__
         w = self.overlap_weight
         blocks = -(-input_len // self.block_size)
-        miss = w * blocks  # the same float as w * (blocks - 0) in __call__
-        costs = [miss + a for a in active]
-        low = min(costs)
-        if limit > 0:
+        saving = self.tier_saving
+        if saving:
+            miss = w * blocks
+            costs = [miss + a for a in active]
+            low = min(costs)
+            if limit > 0:
+                # as below: the effective match is at most ``limit``, so a replica
+                # whose bound exceeds the lowest cost so far cannot win or tie
+                base = w * (blocks - limit)
+                for i in sorted(range(len(active)), key=active.__getitem__):
+                    a = active[i]
+                    if base + a > low:
+                        break
+                    c = costs[i] = w * (blocks - _effective(reps[i].tier_match(ids, limit), saving)) + a
+                    if c < low:
+                        low = c
+        else:
+            miss = w * blocks  # the same float as w * (blocks - 0) in __call__
+            costs = [miss + a for a in active]
+            low = min(costs)
+        if limit > 0 and not saving:
             head = ids[:limit]
             h0 = head[0]
             # w * (blocks - m) + active >= w * (blocks - limit) + active: a replica whose
@@ -571,6 +853,14 @@ class KvCostRouter:
                     if load < best_load:
                         best, best_load = i, load
         return best
+
+
+def _effective(hits: Sequence[int], saving: Sequence[float]) -> float:
+    """HBM blocks plus lower-tier blocks weighted by the share of a miss they save."""
+    m = float(hits[0])
+    for k, s in enumerate(saving):
+        m += s * hits[k + 1]
+    return m
 
 
 class LongestMatchRouter:
@@ -629,6 +919,44 @@ class LongestMatchRouter:
         return best
 
 
+class ConductorRouter:
+    """Smallest estimated TTFT (queue + uncached prefill); ties to the least loaded.
+
+    Uses only :class:`ReplicaView`'s public API, so it doubles as an example
+    of a custom KV-centric policy.
+
+    Examples
+    --------
+    >>> from types import SimpleNamespace as NS
+    >>> views = [NS(index=0, ttft_estimate_ms=30.0, outstanding_tokens=9),
+    ...          NS(index=1, ttft_estimate_ms=12.5, outstanding_tokens=80),
+    ...          NS(index=2, ttft_estimate_ms=12.5, outstanding_tokens=40)]
+    >>> for v in views: v.handoff_estimate_ms = 0.0
+    >>> ConductorRouter()(None, views)
+    2
+    """
+
+    needs_state = True
+
+    def reset(self, num_replicas: int, seed: int | None) -> None:
+        """Nothing to reset: the policy keeps no state.
+
+        Examples
+        --------
+        >>> ConductorRouter().reset(2, seed=0) is None
+        True
+        """
+
+    def __call__(self, request: Request, replicas: Sequence[ReplicaView]) -> int:
+        best = -1
+        best_key = (0.0, 0)
+        for v in replicas:
+            key = (v.ttft_estimate_ms + v.handoff_estimate_ms, v.outstanding_tokens)
+            if best < 0 or key < best_key:
+                best, best_key = v.index, key
+        return best
+
+
 ROUTING_POLICIES: dict[str, Callable[..., Any]] = {
     "round_robin": RoundRobinRouter,
     "random": RandomRouter,
@@ -636,6 +964,7 @@ ROUTING_POLICIES: dict[str, Callable[..., Any]] = {
     "cache_aware": CacheAwareRouter,
     "kv_cost": KvCostRouter,
     "longest_match": LongestMatchRouter,
+    "conductor": ConductorRouter,
 }
 
 
@@ -655,7 +984,7 @@ def make_router(
     >>> make_router("nearest")
     Traceback (most recent call last):
     ...
-    ValueError: routing must be one of ['round_robin', 'random', 'least_loaded', 'cache_aware', 'kv_cost', 'longest_match'] or a callable, got 'nearest'
+    ValueError: routing must be one of ['round_robin', 'random', 'least_loaded', 'cache_aware', 'kv_cost', 'longest_match', 'conductor'] or a callable, got 'nearest'
     """
     if isinstance(routing, str):
         if routing not in ROUTING_POLICIES:

@@ -45,7 +45,10 @@ from inferasim.sim.cache import BlockCache
 # Internal: the public API is inferasim.sim.Simulator.
 __all__: list[str] = []
 
-WAITING, PREFILL, DECODE, DONE = 0, 1, 2, 3
+WAITING, PREFILL, DECODE, DONE, LOADING = 0, 1, 2, 3, 4
+# disaggregation: prefill done, KV held for the handoff (prefill instance); KV
+# delivered, waiting to join the decode batch (decode instance)
+HANDOFF, READY = 5, 6
 
 # Runs of up to this many decode steps are priced with scalar cost calls (cheaper
 # than one array call's fixed overhead); the cost protocol makes both equal.
@@ -106,6 +109,13 @@ class Seq:
         "g_join",
         "epoch",
         "first",
+        "tok",
+        "loads",
+        "loads_left",
+        "load_start",
+        "load_end",
+        "lower",
+        "mixed",
     )
 
     def __init__(self, rid: int, prompt: int, output: int, ids: list[int], block_size: int):
@@ -122,14 +132,24 @@ class Seq:
         self.d_join = self.c_join = self.g_join = 0
         self.epoch = 0
         self.first = True
+        self.tok = 0.0  # time of the last token produced before the current decode episode
+        # lower-tier loads of the current admission (tiers only)
+        self.loads: list[tuple[int, int]] = []
+        self.loads_left = 0
+        self.load_start = self.load_end = 0.0
+        self.lower: list[int] = []  # ids being loaded, in prompt order
+        self.mixed = False  # HBM blocks after the first loaded one
 
 
 class Outputs:
     """Per-request result columns shared by all replicas (compact arrays)."""
 
-    def __init__(self, n: int) -> None:
+    def __init__(self, n: int, tiers: int = 0) -> None:
         nan = array("d", [float("nan")])
         zero = array("q", [0])
+        # blocks hit in each lower tier at the first admission; time waiting for loads
+        self.tier_hits = [zero * n for _ in range(tiers)]
+        self.load_ms = array("d", [0.0]) * n if tiers else array("d")
         self.replica = array("q", [-1]) * n
         self.scheduled = nan * n
         self.first_token = nan * n
@@ -138,6 +158,14 @@ class Outputs:
         self.cached_tokens = zero * n
         self.computed = zero * n
         self.preemptions = zero * n
+        # largest gap between consecutive tokens outside decode episodes (a token
+        # sampled by a recompute after preemption); episodes are added at the end
+        self.max_gap = nan * n
+        # disaggregation
+        self.decode_replica = array("q", [-1]) * n
+        self.xfer_start = nan * n
+        self.delivered = nan * n
+        self.decode_start = nan * n
 
 
 class Replica:
@@ -163,8 +191,18 @@ class Replica:
         sample_ms: float,
         jump: bool,
         plan_cap: int = 4096,
+        role: str = "both",
+        tiers: Any = None,
+        write_through: bool = False,
+        load_policy: str = "faster",
     ) -> None:
         self.index = index
+        # "both" (aggregated), "prefill" (hands sequences off after their first
+        # token, see handoffs) or "decode" (receives them through deliver)
+        self.role = role
+        self.handoffs: list[tuple[bool, Seq, float]] = []  # (prefill done?, seq, time)
+        self.stalled = False  # work waits but nothing can run (KV held or reserved)
+        self.n_ready = 0  # delivered sequences in the waiting queue
         self.cost = cost.step_time_ms
         run = getattr(cost, "_decode_run", None)
         self.decode_run = run if callable(run) else self._decode_run
@@ -179,6 +217,13 @@ class Replica:
         self.out = out
         self.jump = jump
         self.plan_cap = plan_cap if jump else 1
+        # lower KV tiers (a ReplicaTiers with at least one tier holding blocks, or None)
+        self.tiers = tiers
+        self.write_through = write_through and tiers is not None
+        self.load_always = load_policy == "always"
+        self.step0 = float(cost.step_time_ms(0, 0, 0, 0)) if tiers is not None else 0.0
+        self.n_loading = 0  # sequences admitted and waiting for loads
+        self.idle_wait = False  # nothing can run before a load arrives (clock = then)
         # queues
         self.waiting: deque[Seq] = deque()
         self.running: dict[Seq, None] = {}  # admission order
@@ -190,6 +235,15 @@ class Replica:
         self.D = 0
         self.phase = array("q", [0]) * block_size
         self.heap: list[tuple[int, int, int, Seq]] = []
+        # end time of decode step d (d = 1, 2, ...; index 0 unused) and the decode
+        # episodes (request, d_join, d_leave, time of the token before d_join + 1):
+        # a sequence's inter-token gaps in an episode are the durations of steps
+        # d_join + 1 .. d_leave (it is in every one, so they run back to back)
+        self.dend = array("d", [0.0])
+        self.ep_rid = array("q")
+        self.ep_a = array("q")
+        self.ep_b = array("q")
+        self.ep_tok = array("d")
         # current step
         self.clock = 0.0
         self.in_step = False
@@ -251,6 +305,8 @@ class Replica:
             self.n_private + self.cache.pinned,
             self.cache.evictable,
         )
+        if self.tiers is not None:
+            row = (*row, *self.tiers.sizes())
         while self.next_sample < t:
             tl.append((self.next_sample, *row))
             self.sample_i += 1
@@ -265,8 +321,9 @@ class Replica:
             self.p_K = self.p_pos + 1  # the queue changed: the stretch ends here
             self.h_weak = self.step_end
             self.h_strict = math.inf
-        if not self.in_step and not self.running and not self.waiting:
-            self.clock = t
+        if not self.in_step and (self.idle_wait or not (self.running or self.waiting)):
+            self.clock = t  # (idle_wait: after advance(t) the planned retry is at or after t)
+            self.idle_wait = False
         self.waiting.append(seq)
         self.queued_blocks += seq.pblocks
         self.outstanding += seq.prompt + seq.output
@@ -285,7 +342,7 @@ class Replica:
                     if self.step_end > until:
                         return
                 self._complete()
-            if self.clock >= until or not (self.running or self.waiting):
+            if self.clock >= until or not (self.running or self.waiting) or self.stalled:
                 return
             self._start_step()
 
@@ -295,7 +352,12 @@ class Replica:
         free = self.capacity - self.n_private - len(cache.ref)
         self.n_private += n
         if n > free:
-            cache.evict(n - free)
+            if self.tiers is None:
+                cache.evict(n - free)
+            else:  # offload on evict (only at step starts: stretches never evict here)
+                gone: list[int] = []
+                cache.evict(n - free, gone)
+                self.tiers.offload(self.clock, gone)
 
     def _release(self, seq: Seq, computed: int) -> None:
         held = -(-computed // self.bs)
@@ -307,9 +369,16 @@ class Replica:
 
     def _leave_decode(self, seq: Seq) -> int:
         """Take a decoding sequence out of the decode group; return its computed tokens."""
-        k = self.D - seq.d_join
+        D = self.D
+        k = D - seq.d_join
         computed = seq.c_join + k
         seq.gen = seq.g_join + k
+        if k:
+            self.ep_rid.append(seq.rid)
+            self.ep_a.append(seq.d_join)
+            self.ep_b.append(D)
+            self.ep_tok.append(seq.tok)
+            seq.tok = self.dend[D]
         self.B -= 1
         self.S -= computed + 1
         self.phase[(seq.d_join - seq.c_join) % self.bs] -= 1
@@ -319,6 +388,11 @@ class Replica:
         seq = next(reversed(self.running))
         if seq.state == DECODE:
             computed = self._leave_decode(seq)
+        elif seq.state == LOADING:  # its loads are dropped (the blocks are lost)
+            computed = seq.computed
+            self.tiers.cancel(self.clock, seq.loads)
+            seq.loads = []
+            self.n_loading -= 1
         else:
             computed = seq.computed
             self.prefilling.remove(seq)
@@ -340,6 +414,10 @@ class Replica:
         if not self.busy:
             self.busy = True
             self.busy_start = t
+        self.idle_wait = False
+        if self.n_loading:
+            for seq in self.tiers.collect(t):
+                self._loaded(seq)
         bs = self.bs
         cache = self.cache
         preempted = False
@@ -364,6 +442,7 @@ class Replica:
             preempted = True
         if not preempted and self.waiting:
             need += self._admit(t, chunks, budget, avail - need)
+            B = self.B  # (sequences whose KV was delivered join the decode batch)
         evicted = False
         if need:
             ev0 = cache.evictions
@@ -372,6 +451,23 @@ class Replica:
         kv = self.n_private + cache.pinned
         if kv > self.peak_kv:
             self.peak_kv = kv
+        if not chunks and not B:
+            if self.n_loading:
+                # nothing runs before a load arrives: retry then (or at an arrival)
+                self.clock = self.tiers.next_delivery(t)
+                self.idle_wait = True
+                return
+            if preempted and self.role != "both":  # memory was freed: admit again
+                self._start_step()
+                return
+            if self.role == "both":
+                raise RuntimeError("internal error: a step with nothing to run")
+            # a prefill instance whose memory is held by handed-off KV, or a decode
+            # instance whose memory is reserved for KV in flight: wait for it
+            self.stalled = True
+            self.busy = False
+            self.busy_ms += t - self.busy_start
+            return
         self.in_step = True
         self.cur_B = B
         self.steps += 1
@@ -383,13 +479,15 @@ class Replica:
             self.cur_chunks = chunks
             self.step_end = t + float(self.cost(pt, pa, B, self.S))
             return
-        if not B:
-            raise RuntimeError("internal error: a step with nothing to run")
         self.cur_chunks = []
         # After a preemption, or an eviction while requests wait (it can shorten
         # their cached prefix and so their memory need), the next step must be
-        # scheduled afresh: no stretch.
-        self._plan(t, 1 if preempted or (evicted and self.waiting) else self.plan_cap)
+        # scheduled afresh: no stretch; nor while loads are in flight (a delivery
+        # is new prefill work, like an arrival).
+        self._plan(
+            t,
+            1 if preempted or (evicted and self.waiting) or self.n_loading else self.plan_cap,
+        )
 
     def _admit(self, t: float, chunks: list[tuple[Seq, int]], budget: int, avail: int) -> int:
         """Admit waiting requests FCFS while budget, slots and memory allow.
@@ -400,13 +498,47 @@ class Replica:
         waiting, running = self.waiting, self.running
         out = self.out
         decoding = self.B > 0
+        tiers = self.tiers
         need = 0
+        if self.n_ready:
+            # sequences whose KV was delivered join the decode batch first: their
+            # memory is reserved, so they never wait behind a request that needs more
+            for seq in [x for x in waiting if x.state == READY]:
+                if budget <= 0 or len(running) >= self.max_seqs:
+                    break
+                waiting.remove(seq)
+                self.n_ready -= 1
+                c = seq.computed
+                # the block of this step's token was reserved with the transfer: it
+                # is allocated with the step's other new blocks
+                extra = (c + bs) // bs - (c + bs - 1) // bs
+                self.n_private -= extra
+                need += extra
+                budget -= 1
+                running[seq] = None
+                self._join_decode(seq, c)
+                out.decode_start[seq.rid] = t
         while waiting and budget > 0 and len(running) < self.max_seqs:
             seq = waiting[0]
+            if seq.state == READY:
+                break
             limit = (seq.tokens - 1) // bs
             if limit > len(seq.ids):
                 limit = len(seq.ids)
             m, revive = cache.match(seq.ids, limit) if limit > 0 else (0, 0)
+            if tiers is not None and m < limit:
+                r, counts, mid, more = self._lower_run(seq.ids, m, limit, t)
+                if r > m:
+                    L = r - m - len(mid)  # blocks to load
+                    if L + revive + more > avail:
+                        break
+                    waiting.popleft()
+                    self._admit_loading(seq, t, m, r, counts, mid)
+                    avail -= L + revive + more
+                    need += L
+                    self.queued_blocks -= seq.pblocks
+                    self.outstanding -= r * bs
+                    continue
             c = m * bs
             rem = seq.tokens - c
             if rem <= budget or self.chunked:
@@ -438,9 +570,137 @@ class Replica:
                 out.scheduled[rid] = t
                 out.cached_blocks[rid] = m
                 out.cached_tokens[rid] = c
+                if self.role == "prefill" and seq.output > 1:
+                    self.handoffs.append((False, seq, t))
         if len(running) > self.peak_running:
             self.peak_running = len(running)
         return need
+
+    def _lower_run(
+        self, ids: list[int], m: int, limit: int, t: float
+    ) -> tuple[int, list[int], list[int], int]:
+        """Continue a leading HBM run of ``m`` blocks in the lower tiers.
+
+        Returns ``(r, counts, mid, revive)``: the run's end (``m`` when loading
+        is not worth it), blocks to load from each tier, HBM blocks found
+        after the first lower-tier block (reused in place) and how many of
+        those are evictable now.
+        """
+        tiers = self.tiers
+        ref = self.cache.ref
+        counts = [0] * tiers.n
+        mid: list[int] = []
+        revive = 0
+        r = m
+        first = -1
+        seen: set[int] = set()
+        while r < limit:
+            h = ids[r]
+            x = ref.get(h)
+            if x is not None:
+                mid.append(h)
+                if x == 0:
+                    revive += 1
+            else:
+                k = tiers.where(h)
+                if k < 0 or h in seen:  # (an id repeated in the prompt: not loaded twice)
+                    break
+                seen.add(h)
+                counts[k] += 1
+                if first < 0:
+                    first = r
+            r += 1
+        if first < 0:
+            return m, counts, [], 0
+        if not self.load_always:
+            # load when that is faster than recomputing from the first loaded block
+            bs = self.bs
+            n = (r - first) * bs
+            c0 = first * bs
+            redo = float(self.cost(n, n * c0 + n * (n + 1) // 2, 0, 0)) - self.step0
+            if not tiers.load_estimate_ms(t, counts) < redo:
+                return m, counts, [], 0
+        return r, counts, mid, revive
+
+    def tier_match(self, ids: list[int], limit: int) -> list[int]:
+        """Blocks of the reusable run of ``ids[:limit]`` by tier: ``[hbm, tier 0, ...]``
+        (what admission would find with ``load_policy="always"``; routing use)."""
+        ref = self.cache.ref
+        m = 0
+        while m < limit and ids[m] in ref:
+            m += 1
+        tiers = self.tiers
+        out = [m] + [0] * tiers.n
+        if m == limit:
+            return out
+        seen: set[int] = set()
+        for h in ids[m:limit]:
+            if h in ref:
+                out[0] += 1  # an HBM block after a lower-tier one: reused in place
+            else:
+                k = tiers.where(h)
+                if k < 0 or h in seen:
+                    break
+                seen.add(h)
+                out[k + 1] += 1
+        return out
+
+    def _admit_loading(
+        self, seq: Seq, t: float, m: int, r: int, counts: list[int], mid: list[int]
+    ) -> None:
+        """Admit ``seq`` reusing ``r`` blocks: ``m`` leading and ``mid`` in HBM (pinned
+        now), the rest loaded from the lower tiers (private blocks until delivered)."""
+        bs = self.bs
+        cache = self.cache
+        tiers = self.tiers
+        ids = seq.ids
+        hashed = ids[:m]
+        if mid:
+            hashed = hashed + mid
+        if hashed:
+            cache.acquire(hashed)
+        seq.hashed = hashed
+        ref = cache.ref
+        lower = [h for h in ids[m:r] if h not in ref]
+        by_tier: list[list[int]] = [[] for _ in range(tiers.n)]
+        for h in lower:
+            by_tier[tiers.where(h)].append(h)
+        for k, hs in enumerate(by_tier):
+            if hs:
+                tiers.take(k, hs)
+        seq.lower = lower
+        seq.mixed = bool(mid)
+        seq.loads = tiers.start_loads(t, counts, seq)
+        seq.loads_left = len(seq.loads)
+        seq.load_start = seq.load_end = t
+        seq.computed = r * bs
+        seq.state = LOADING
+        self.running[seq] = None
+        self.n_loading += 1
+        if seq.first:
+            seq.first = False
+            rid = seq.rid
+            out = self.out
+            out.scheduled[rid] = t
+            out.cached_blocks[rid] = r
+            out.cached_tokens[rid] = r * bs
+            for k, c in enumerate(counts):
+                if c:
+                    out.tier_hits[k][rid] = c
+
+    def _loaded(self, seq: Seq) -> None:
+        """Every load of ``seq`` was delivered: cache the blocks, start its prefill."""
+        seq.loads = []
+        self.n_loading -= 1
+        k = self.cache.register_run(seq.lower, seq.hashed)
+        self.n_private -= k
+        if seq.mixed:  # hold the blocks in prompt order (tail-first release)
+            held = set(seq.hashed)
+            seq.hashed = [h for h in seq.ids[: seq.computed // self.bs] if h in held]
+        seq.lower = []
+        self.out.load_ms[seq.rid] += seq.load_end - seq.load_start
+        seq.state = PREFILL
+        self.prefilling.append(seq)
 
     def _plan(self, t: float, cap: int) -> None:
         """Price a pure-decode stretch starting at ``t`` (at most ``cap`` steps).
@@ -496,7 +756,8 @@ class Replica:
                 counts[x] -= 1
         cum = list(accumulate(counts))
         free = self.capacity - self.n_private - len(self.cache.ref)
-        limit = free if self.waiting else free + self.cache.evictable
+        # (with tiers an eviction offloads at its step start: stretches never evict)
+        limit = free if self.waiting or self.tiers is not None else free + self.cache.evictable
         if cum[-1] > limit:  # (blocks freed by finishes ignored: a shorter stretch)
             K = bisect_right(cum, limit) + 1
             if K == 1:
@@ -654,7 +915,7 @@ class Replica:
             return t >= self.h_weak or t > self.h_strict
         if self.in_step:
             return self.step_end <= t
-        return self.clock < t and bool(self.running or self.waiting)
+        return self.clock < t and bool(self.running or self.waiting) and not self.stalled
 
     def wake(self) -> float:
         """Earliest ``t`` with ``needs_advance(t)`` True (state as it is now)."""
@@ -663,7 +924,7 @@ class Replica:
             return self.h_weak if self.h_weak < strict else strict
         if self.in_step:
             return self.step_end
-        if self.running or self.waiting:
+        if (self.running or self.waiting) and not self.stalled:
             return math.nextafter(self.clock, math.inf)
         return math.inf
 
@@ -699,6 +960,7 @@ class Replica:
                 self._emit(e)
             B = self.B
             D = self.D = self.D + 1
+            self.dend.append(e)
             self.S += B
             self.outstanding -= B
             heap = self.heap
@@ -732,6 +994,7 @@ class Replica:
         k = jn - j
         B = self.B
         self.D += k
+        self.dend.extend(ends[j:jn])
         self.S += B * k
         self.outstanding -= B * k
         self.steps += k
@@ -759,7 +1022,10 @@ class Replica:
             i = bisect_right(ends, s)
             extra = self._cum(i) - cum0
             evicted = extra - free0 if extra > free0 else 0
-            self.tl.append((s, q, r, kv0 + extra, ev0 - evicted))
+            if self.tiers is None:
+                self.tl.append((s, q, r, kv0 + extra, ev0 - evicted))
+            else:
+                self.tl.append((s, q, r, kv0 + extra, ev0 - evicted, *self.tiers.sizes()))
             self.sample_i += 1
             self.next_sample = self.t0 + self.sample_i * self.period
 
@@ -778,6 +1044,7 @@ class Replica:
         D = self.D
         if B:
             D = self.D = D + 1
+            self.dend.append(e)
             self.S += B
             self.outstanding -= B
             heap = self.heap
@@ -801,29 +1068,120 @@ class Replica:
                     j0 = c0 // bs
                     j1 = c // bs
                     if j1 > j0 and j0 < len(ids):
-                        self.n_private -= cache.register_run(ids[j0:j1], seq.hashed)
+                        k = cache.register_run(ids[j0:j1], seq.hashed, j0)
+                        self.n_private -= k
+                        if k and self.write_through:
+                            self.tiers.write_through_blocks(e, seq.hashed[-k:])
                 if c == seq.tokens:
                     seq.gen += 1
                     self.outstanding -= 1
                     if seq.gen == 1:
                         out.first_token[seq.rid] = e
+                    else:  # the first token after a recompute (preemption)
+                        gap = e - seq.tok
+                        g0 = out.max_gap[seq.rid]
+                        if not gap <= g0:  # (NaN-safe)
+                            out.max_gap[seq.rid] = gap
+                    seq.tok = e
                     self.prefilling.remove(seq)
                     if seq.gen >= seq.output:
                         self._finish(seq, c, e)
-                    else:
+                    elif self.role == "prefill":  # hand off: keep the KV until delivered
+                        del self.running[seq]
+                        seq.state = HANDOFF
                         seq.tokens = c + 1
-                        seq.state = DECODE
-                        seq.d_join, seq.c_join, seq.g_join = D, c, seq.gen
-                        self.phase[(D - c) % bs] += 1
-                        heapq.heappush(
-                            self.heap, (D + seq.output - seq.gen, seq.rid, seq.epoch, seq)
-                        )
-                        self.B += 1
-                        self.S += c + 1
+                        self.outstanding -= seq.output - seq.gen
+                        self.handoffs.append((True, seq, e))
+                    else:
+                        self._join_decode(seq, c)
             self.cur_chunks = []
         if not self.running and not self.waiting:
             self.busy = False
             self.busy_ms += e - self.busy_start
+
+    def gap_maxima(self) -> tuple[np.ndarray, np.ndarray]:
+        """Largest inter-token gap of each decode episode: ``(request ids, gaps)``.
+
+        An episode from ``d_join`` to ``d_leave`` produced tokens at the ends of
+        decode steps ``d_join + 1 .. d_leave``; its gaps are the first one (from
+        the token before, ``tok``) and the durations of the later steps.
+        """
+        if not len(self.ep_rid):
+            return np.zeros(0, np.int64), np.zeros(0, np.float64)
+        d = np.array(self.dend, dtype=np.float64)
+        a = np.array(self.ep_a, dtype=np.int64)
+        b = np.array(self.ep_b, dtype=np.int64)
+        gap = d[a + 1] - np.array(self.ep_tok, dtype=np.float64)
+        steps = np.diff(d)  # steps[i] = d[i + 1] - d[i]: the duration of step i + 1
+        inner = b - a >= 2  # steps d_join + 2 .. d_leave, i.e. steps[a + 1 : b]
+        if inner.any():
+            lo, hi = a[inner] + 1, b[inner]
+            idx = np.empty(2 * len(lo), dtype=np.int64)
+            idx[0::2], idx[1::2] = lo, hi
+            steps = np.append(steps, 0.0)  # (reduceat needs hi < len)
+            gap[inner] = np.maximum(gap[inner], np.maximum.reduceat(steps, idx)[0::2])
+        return np.array(self.ep_rid, dtype=np.int64), gap
+
+    def _join_decode(self, seq: Seq, c: int) -> None:
+        """Put a sequence with ``c`` computed tokens into the decode group."""
+        D = self.D
+        seq.tokens = c + 1
+        seq.state = DECODE
+        seq.d_join, seq.c_join, seq.g_join = D, c, seq.gen
+        self.phase[(D - c) % self.bs] += 1
+        heapq.heappush(self.heap, (D + seq.output - seq.gen, seq.rid, seq.epoch, seq))
+        self.B += 1
+        self.S += c + 1
+
+    # ------------------------------------------------------- disaggregation
+    def reserve(self, n: int) -> None:
+        """Reserve ``n`` KV blocks for a sequence whose KV is about to arrive
+        (decode instance; after ``advance(t)``; the caller checked the room)."""
+        if self.p_K:  # the stretch priced its allocations on the old free memory
+            self.p_K = self.p_pos + 1
+            self.h_weak = self.step_end
+            self.h_strict = math.inf
+        self._allocate(n)
+        kv = self.n_private + self.cache.pinned
+        if kv > self.peak_kv:
+            self.peak_kv = kv
+
+    def deliver(self, seq: Seq, t: float) -> None:
+        """A handed-off sequence's KV arrived at ``t`` (decode instance; after
+        ``advance(t)``): it joins the decode batch at the next step."""
+        if self.next_sample < t:
+            self._emit(t)
+        if self.p_K:
+            self.p_K = self.p_pos + 1
+            self.h_weak = self.step_end
+            self.h_strict = math.inf
+        if not self.in_step and not self.running and not self.waiting:
+            self.clock = t
+        seq.state = READY
+        self.n_ready += 1
+        self.waiting.append(seq)
+        if self.stalled:
+            self.stalled = False
+            self.clock = t
+        self.outstanding += seq.output - seq.gen
+        self.requests += 1
+        self.out.decode_replica[seq.rid] = self.index
+
+    def release_kv(self, seq: Seq, t: float) -> None:
+        """Free a handed-off sequence's KV at ``t`` (prefill instance; after
+        ``advance(t)``)."""
+        if self.next_sample < t:
+            self._emit(t)
+        held = -(-seq.computed // self.bs)
+        if seq.hashed:
+            self.cache.release(seq.hashed)
+        self.n_private -= held - len(seq.hashed)
+        seq.hashed = []
+        if self.stalled:
+            self.stalled = False
+            self.clock = t
+            self.busy = True
+            self.busy_start = t
 
     def _finish(self, seq: Seq, computed: int, t: float) -> None:
         self._release(seq, computed)

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import math
 import numbers
 from collections.abc import Callable
 from typing import Any
 
+from inferasim.sim.admission import make_admission
 from inferasim.sim.cache import EVICTION_POLICIES
-from inferasim.sim.engine import simulate
+from inferasim.sim.engine import simulate, simulate_disaggregated
 from inferasim.sim.result import SimResult
 from inferasim.sim.router import make_router
+from inferasim.sim.tiers import Tier, check_tiers
 from inferasim.workload import Workload
 
 __all__ = ["Simulator"]
@@ -40,8 +43,10 @@ class Simulator:
         KV blocks per replica (blocks of the workload's ``block_size``),
         shared by running sequences and the prefix cache. Default: the cost
         model's ``kv_capacity_blocks``. A very large number means unbounded.
-    eviction : {"lru", "fifo", "lfu"}, default "lru"
-        Which evictable cached block goes when a new block is needed.
+    eviction : {"lru", "fifo", "lfu", "length_aware"}, default "lru"
+        Which evictable cached block goes when a new block is needed;
+        ``"length_aware"`` is the Mooncake paper's policy (fewest hits first,
+        then the block deepest in its prompt; see :mod:`inferasim.sim.cache`).
     max_num_seqs : int, default 256
         Running sequences per replica at most.
     max_batched_tokens : int, default 8192
@@ -62,6 +67,47 @@ class Simulator:
     fast : bool, default True
         Advance pure-decode stretches in one jump. False runs every step on
         its own (the reference loop; same frames, much slower).
+    tiers : list of Tier, optional
+        KV tiers below each replica's HBM, in lookup order (host DRAM, SSD,
+        a ``shared=True`` pool); see :class:`~inferasim.sim.tiers.Tier` and
+        "What is modelled" in :mod:`inferasim.sim`. Transfers need the cost
+        model's ``kv_bytes_per_token``.
+    write_through : bool, default False
+        Also write every block a prefill computes to the first tier when its
+        step ends (as Mooncake publishes KV to its store); otherwise blocks
+        only go down when HBM evicts them.
+    load_policy : {"faster", "always"}, default "faster"
+        Load the blocks a request finds in lower tiers only when the load
+        (on the links as they are) would end sooner than recomputing them
+        takes (the cost model's marginal prefill time), or always.
+    admission : None, "slo" or callable, default None
+        Which arriving requests are served (see :mod:`inferasim.sim.admission`).
+        None admits all; ``"slo"`` rejects at arrival a request whose
+        predicted TTFT on its instance exceeds ``slo_ttft_ms`` or whose
+        predicted TPOT exceeds ``slo_tpot_ms`` (Mooncake's early rejection);
+        a callable ``admit(request, views, now) -> bool`` decides itself.
+        Rejected requests keep their row (``status="rejected"``, a
+        ``reason``) and consume nothing.
+    slo_ttft_ms, slo_tpot_ms : float, optional
+        The objectives of ``admission="slo"``.
+    prefill_replicas, decode_replicas : int, optional
+        Give both for a disaggregated fleet (then ``replicas`` is unused):
+        ``prefill_replicas`` instances run prompts (chunked, each with its
+        own prefix cache) and sample the first token; the KV of the prompt
+        is then handed off to one of ``decode_replicas`` instances, which
+        generate the rest. See :func:`inferasim.sim.engine.simulate_disaggregated`
+        for the handoff (decode memory reserved before the transfer; the KV
+        stays pinned on the prefill instance while no decode instance has
+        room). Routing and admission place requests on prefill instances.
+    handoff_gbps : float, default 50.0
+        Bandwidth of each prefill instance's handoff link (GB/s), shared by
+        its transfers in flight (one 400 Gb/s NIC).
+    handoff_latency_us : float, default 5.0
+        Latency of a handoff transfer (us).
+    layerwise : bool, default False
+        Stream the KV while the prefill runs (as Mooncake does layer by
+        layer): the transfer starts with the prefill and the sequence moves
+        at the later of the prefill's and the transfer's end.
 
     Examples
     --------
@@ -73,6 +119,17 @@ class Simulator:
     >>> res = sim.run(wl)
     >>> len(res.requests), int(res.replicas["requests"].sum())
     (200, 200)
+
+    A host-DRAM tier behind a small HBM (the cost model needs the KV bytes
+    per token to time transfers):
+
+    >>> cost = ism.LinearCostModel(kv_bytes_per_token=131072)
+    >>> dram = ism.Tier("dram", capacity_tokens=65536, read_gbps=50.0, write_gbps=50.0)
+    >>> res = ism.Simulator(replicas=2, kv_blocks=8, cost_model=cost, tiers=[dram],
+    ...                     progress=False).run(wl)
+    >>> s = res.summary()
+    >>> bool(s["dram_token_hit_ratio"] > 0), bool(res.requests["load_ms"].max() > 0)
+    (True, True)
     """
 
     def __init__(
@@ -92,6 +149,17 @@ class Simulator:
         timeline_ms: float | None = None,
         progress: bool = True,
         fast: bool = True,
+        tiers: list[Tier] | tuple[Tier, ...] | None = None,
+        write_through: bool = False,
+        load_policy: str = "faster",
+        admission: str | Callable[..., bool] | None = None,
+        slo_ttft_ms: float | None = None,
+        slo_tpot_ms: float | None = None,
+        prefill_replicas: int | None = None,
+        decode_replicas: int | None = None,
+        handoff_gbps: float = 50.0,
+        handoff_latency_us: float = 5.0,
+        layerwise: bool = False,
     ) -> None:
         self.replicas = replicas
         self.routing = routing
@@ -107,6 +175,17 @@ class Simulator:
         self.timeline_ms = timeline_ms
         self.progress = progress
         self.fast = fast
+        self.tiers = tiers
+        self.write_through = write_through
+        self.load_policy = load_policy
+        self.admission = admission
+        self.slo_ttft_ms = slo_ttft_ms
+        self.slo_tpot_ms = slo_tpot_ms
+        self.prefill_replicas = prefill_replicas
+        self.decode_replicas = decode_replicas
+        self.handoff_gbps = handoff_gbps
+        self.handoff_latency_us = handoff_latency_us
+        self.layerwise = layerwise
 
     def __repr__(self) -> str:
         return (
@@ -133,6 +212,17 @@ class Simulator:
 
         for name in ("replicas", "max_num_seqs", "max_batched_tokens"):
             positive_int(name)
+        if (self.prefill_replicas is None) != (self.decode_replicas is None):
+            raise ValueError("give both prefill_replicas= and decode_replicas=, or neither")
+        if self.prefill_replicas is not None:
+            positive_int("prefill_replicas")
+            positive_int("decode_replicas")
+            for name in ("handoff_gbps", "handoff_latency_us"):
+                v = getattr(self, name)
+                if not (isinstance(v, numbers.Real) and math.isfinite(v) and v >= 0) or (
+                    name == "handoff_gbps" and v == 0
+                ):
+                    raise ValueError(f"{name} must be a finite number > 0, got {v!r}")
         if self.kv_blocks is not None:
             positive_int("kv_blocks")
         if self.max_batched_tokens < self.max_num_seqs:
@@ -144,6 +234,13 @@ class Simulator:
             raise ValueError(f"eviction must be one of {EVICTION_POLICIES}, got {self.eviction!r}")
         if self.timeline_ms is not None and not self.timeline_ms > 0:
             raise ValueError(f"timeline_ms must be > 0, got {self.timeline_ms!r}")
+        check_tiers(self.tiers)
+        if self.load_policy not in ("faster", "always"):
+            raise ValueError(
+                f"load_policy must be 'faster' or 'always', got {self.load_policy!r}"
+            )
+        if not isinstance(self.write_through, bool):
+            raise ValueError(f"write_through must be a bool, got {self.write_through!r}")
 
     def run(self, workload: Workload) -> SimResult:
         """Replay a workload through the fleet.
@@ -187,15 +284,17 @@ class Simulator:
                     f"the cost model leaves no KV memory ({capacity} blocks): the weights do not "
                     "fit, use a larger GPU or tensor parallelism"
                 )
+        admit = make_admission(
+            self.admission, slo_ttft_ms=self.slo_ttft_ms, slo_tpot_ms=self.slo_tpot_ms
+        )
         router = make_router(
             self.routing,
             overlap_weight=self.overlap_weight,
             temperature=self.temperature,
             block_size=workload.block_size,
         )
-        run = simulate(
-            workload,
-            num_replicas=int(self.replicas),
+        tiers = check_tiers(self.tiers)
+        common = dict(
             router=router,
             cost=cost,
             capacity=int(capacity),
@@ -207,7 +306,30 @@ class Simulator:
             sample_ms=self.timeline_ms,
             jump=bool(self.fast),
             progress=bool(self.progress),
+            admission=admit,
+            tiers=tiers,
+            write_through=self.write_through,
+            load_policy=self.load_policy,
         )
+        disagg = self.prefill_replicas is not None
+        if disagg:
+            kvb = getattr(cost, "kv_bytes_per_token", None)
+            if not isinstance(kvb, numbers.Real) or not kvb >= 0:
+                raise ValueError(
+                    f"a disaggregated fleet needs the cost model's kv_bytes_per_token, got {kvb!r}"
+                )
+            run = simulate_disaggregated(
+                workload,
+                prefill_replicas=int(self.prefill_replicas),
+                decode_replicas=int(self.decode_replicas),
+                kv_bytes_per_token=float(kvb),
+                handoff_gbps=float(self.handoff_gbps),
+                handoff_latency_us=float(self.handoff_latency_us),
+                layerwise=bool(self.layerwise),
+                **common,
+            )
+        else:
+            run = simulate(workload, num_replicas=int(self.replicas), **common)
         config = {
             "replicas": int(self.replicas),
             "routing": self.routing if isinstance(self.routing, str) else repr(self.routing),
@@ -219,5 +341,23 @@ class Simulator:
             "max_batched_tokens": int(self.max_batched_tokens),
             "chunked_prefill": bool(self.chunked_prefill),
             "seed": self.seed,
+            "admission": self.admission
+            if self.admission is None or isinstance(self.admission, str)
+            else repr(self.admission),
+            "slo_ttft_ms": self.slo_ttft_ms,
+            "slo_tpot_ms": self.slo_tpot_ms,
         }
+        if disagg:
+            config.update(
+                replicas=int(self.prefill_replicas) + int(self.decode_replicas),
+                prefill_replicas=int(self.prefill_replicas),
+                decode_replicas=int(self.decode_replicas),
+                handoff_gbps=float(self.handoff_gbps),
+                handoff_latency_us=float(self.handoff_latency_us),
+                layerwise=bool(self.layerwise),
+            )
+        if tiers:
+            config["tiers"] = list(tiers)
+            config["write_through"] = self.write_through
+            config["load_policy"] = self.load_policy
         return SimResult._build(workload, run, config)

@@ -1,0 +1,224 @@
+"""Prefill/decode disaggregation: hand-computed cases and invariants.
+
+Cost model: ``LinearCostModel(kv_bytes_per_token=1e6)``, a step costs ``5 +
+0.05 * prefill_tokens + 0.1 * decode_seqs`` ms; block size 16 tokens; a
+16-token prompt's KV is 16 MB, i.e. 1 ms on a 16 GB/s link (16e6 bytes/ms).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from test_sim_properties import configs, workloads
+
+from inferasim import Workload
+from inferasim.sim import LinearCostModel, Simulator
+
+BS = 16
+LIN = LinearCostModel(kv_bytes_per_token=1e6)
+SETTINGS = settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+def run(wl: Workload, **kw):
+    kw.setdefault("kv_blocks", 1000)
+    kw.setdefault("cost_model", LIN)
+    kw.setdefault("progress", False)
+    kw.setdefault("prefill_replicas", 1)
+    kw.setdefault("decode_replicas", 1)
+    kw.setdefault("handoff_latency_us", 0.0)
+    return Simulator(**kw).run(wl)
+
+
+@pytest.mark.parametrize("fast", [True, False])
+def test_one_request_ttft_and_e2e_include_the_handoff(fast):
+    # P=32, O=3. Prefill step: 5 + 0.05 * 32 = 6.6 -> first token at 106.6 (TTFT 6.6).
+    # Handoff: 32 MB at 32 GB/s = 1 ms + 10 us latency -> delivered at 107.61.
+    # Decode instance: two steps of 5.1 -> 112.71, 117.81. E2E 17.81.
+    # The second token comes 1.01 + 5.1 = 6.11 after the first: the largest gap.
+    wl = Workload.from_requests([100.0], [32], [3], block_size=BS)
+    res = run(wl, handoff_gbps=32.0, handoff_latency_us=10.0, fast=fast)
+    r = res.requests.iloc[0]
+    assert (r.prefill_replica, r.decode_replica, r.replica) == (0, 1, 0)
+    assert r.ttft_ms == pytest.approx(6.6)
+    assert r.transfer_ms == pytest.approx(1.01)
+    assert r.handoff_wait_ms == 0.0 and r.decode_queue_ms == 0.0 and r.prefill_queue_ms == 0.0
+    assert r.finish_ms == pytest.approx(117.81)
+    assert r.e2e_ms == pytest.approx(17.81)
+    assert r.max_itl_ms == pytest.approx(6.11)
+    assert r.itl_ms == pytest.approx((17.81 - 6.6) / 2)
+    reps = res.replicas
+    assert reps["role"].tolist() == ["prefill", "decode"]
+    assert reps["requests"].tolist() == [1, 1]
+    assert reps["output_tokens"].tolist() == [1, 2]
+    assert reps["steps"].tolist() == [1, 2]
+    # the prefill instance held the prompt's 2 blocks, the decode instance 32 + 2 tokens
+    assert reps["peak_kv_blocks"].tolist() == [2, 3]
+
+
+def test_one_token_output_never_leaves_the_prefill_instance():
+    wl = Workload.from_requests([0.0], [32], [1], block_size=BS)
+    r = run(wl, handoff_gbps=32.0).requests.iloc[0]
+    assert r.decode_replica == -1 and np.isnan(r.transfer_ms)
+    assert r.finish_ms == pytest.approx(6.6)
+
+
+def test_decode_pool_full_keeps_the_kv_pinned_on_the_prefill_side():
+    # kv_blocks=4 on each instance, 16 GB/s (16 tokens = 1 ms), no latency.
+    # A (16 tokens, 40 out) at 0: first token 5.8; the decode instance reserves
+    # ceil(17 / 16) = 2 blocks; delivered at 6.8; decode steps of 5.1 from 6.8: A
+    # computes positions 16, 32, 48 at decode steps 1, 17, 33 and holds all 4 blocks
+    # from step 33 (starting 6.8 + 32 * 5.1 = 170.0) until it finishes after step 39
+    # at 6.8 + 39 * 5.1 = 205.7.
+    # B (16 tokens, 2 out) at 171: first token 176.8; needs 2 blocks, the decode
+    # instance has 0 free: B's KV (1 block) stays pinned on the prefill instance until
+    # A finishes at 205.7; transfer 205.7 -> 206.7; one decode step -> 211.8.
+    wl = Workload.from_requests([0.0, 171.0], [16, 16], [40, 2], block_size=BS)
+    res = run(wl, kv_blocks=4, handoff_gbps=16.0, timeline_ms=10.0)
+    a, b = res.requests.iloc[0], res.requests.iloc[1]
+    assert a.first_token_ms == pytest.approx(5.8)
+    assert a.finish_ms == pytest.approx(205.7)
+    assert b.first_token_ms == pytest.approx(176.8)
+    assert b.handoff_wait_ms == pytest.approx(205.7 - 176.8)
+    assert b.transfer_ms == pytest.approx(1.0)
+    assert b.finish_ms == pytest.approx(211.8)
+    assert b.max_itl_ms == pytest.approx(211.8 - 176.8)
+    # pinned: the prefill instance holds B's block while it waits (samples 180..200)
+    tl = res.timeline
+    pre = tl[(tl["replica"] == 0) & tl["time_ms"].between(180, 200)]
+    assert len(pre) == 3 and (pre["kv_running_blocks"] == 1).all()
+    dec = tl[(tl["replica"] == 1) & tl["time_ms"].between(180, 200)]
+    assert (dec["kv_running_blocks"] == 4).all()
+    assert res.summary()["handoff_wait_ms_mean"] == pytest.approx((205.7 - 176.8) / 2)
+
+
+@pytest.mark.parametrize(
+    "gbps, layerwise, finish",
+    [
+        # 32 tokens = 32 MB. 8 GB/s: 4 ms. After the prefill: 6.6 + 4 = 10.6 + 2 * 5.1.
+        (8.0, False, 20.8),
+        # streamed from the prefill's start: done at 4.0, before the prefill ends at
+        # 6.6: the handoff is hidden, as if aggregated: 6.6 + 2 * 5.1
+        (8.0, True, 16.8),
+        # 2 GB/s: 16 ms. After the prefill: 22.6 + 10.2; streamed: 16.0 + 10.2
+        (2.0, False, 32.8),
+        (2.0, True, 26.2),
+    ],
+)
+def test_layerwise_overlaps_the_transfer_with_the_prefill(gbps, layerwise, finish):
+    wl = Workload.from_requests([0.0], [32], [3], block_size=BS)
+    r = run(wl, handoff_gbps=gbps, layerwise=layerwise).requests.iloc[0]
+    assert r.ttft_ms == pytest.approx(6.6)
+    assert r.finish_ms == pytest.approx(finish)
+
+
+def test_transfers_share_the_prefill_link():
+    # Two 32-token prompts prefilled together on one prefill instance (first tokens at
+    # 5 + 0.05 * 64 = 8.2); both 32 MB transfers start at 8.2 on a 32 GB/s link and
+    # share it: 2 ms each -> delivered at 10.2 (alone: 9.2). Two decode instances.
+    wl = Workload.from_requests([0.0, 0.0], [32, 32], [2, 2], block_size=BS)
+    res = run(wl, decode_replicas=2, handoff_gbps=32.0)
+    assert res.requests["transfer_ms"].tolist() == pytest.approx([2.0, 2.0])
+    assert res.requests["decode_replica"].tolist() == [1, 2]
+    assert res.requests["finish_ms"].tolist() == pytest.approx([15.3, 15.3])
+
+
+def test_bad_topology_arguments():
+    wl = Workload.from_requests([0.0], [32], [2], block_size=BS)
+    with pytest.raises(ValueError, match="give both prefill_replicas= and decode_replicas="):
+        Simulator(prefill_replicas=2, cost_model=LIN, kv_blocks=10).run(wl)
+    with pytest.raises(ValueError, match="decode_replicas must be a positive integer"):
+        Simulator(prefill_replicas=2, decode_replicas=0, cost_model=LIN, kv_blocks=10).run(wl)
+    with pytest.raises(ValueError, match="handoff_gbps must be a finite number > 0"):
+        run(wl, handoff_gbps=0.0)
+
+
+@st.composite
+def disagg_configs(draw) -> dict:
+    cfg = draw(configs())
+    cfg.pop("replicas")
+    if cfg["routing"] in ("kv_cost",) and draw(st.booleans()):
+        cfg["routing"] = "conductor"
+    cost = cfg["cost_model"]
+    cfg["cost_model"] = LinearCostModel(
+        overhead_ms=cost.overhead_ms,
+        prefill_token_ms=cost.prefill_token_ms,
+        prefill_attention_ms=cost.prefill_attention_ms,
+        decode_seq_ms=cost.decode_seq_ms,
+        decode_context_ms=cost.decode_context_ms,
+        kv_bytes_per_token=draw(st.sampled_from([1.0, 1e5, 1e6])),
+    )
+    cfg["prefill_replicas"] = draw(st.integers(1, 2))
+    cfg["decode_replicas"] = draw(st.integers(1, 2))
+    cfg["handoff_gbps"] = draw(st.sampled_from([1.0, 16.0, 400.0]))
+    cfg["handoff_latency_us"] = draw(st.sampled_from([0.0, 50.0]))
+    cfg["layerwise"] = draw(st.booleans())
+    return cfg
+
+
+@SETTINGS
+@given(wl=workloads(), cfg=disagg_configs())
+def test_disaggregated_jump_equals_plain_loop(wl, cfg):
+    fast = Simulator(**cfg, fast=True).run(wl)
+    plain = Simulator(**cfg, fast=False).run(wl)
+    pd.testing.assert_frame_equal(fast.requests, plain.requests, check_exact=True)
+    pd.testing.assert_frame_equal(fast.replicas, plain.replicas, check_exact=True)
+    pd.testing.assert_frame_equal(fast.timeline, plain.timeline, check_exact=True)
+
+
+@SETTINGS
+@given(wl=workloads(), cfg=disagg_configs())
+def test_disaggregated_invariants(wl, cfg):
+    res = Simulator(**cfg).run(wl)
+    req = res.requests
+    n = len(wl)
+    P_n, D_n = cfg["prefill_replicas"], cfg["decode_replicas"]
+    assert req["request_id"].tolist() == list(range(n))
+    fin = req[req["status"] == "finished"]
+    assert set(req["status"]) <= {"finished", "rejected"}
+    # every request once: on one prefill instance, and on one decode instance iff it
+    # has a second token
+    assert fin["prefill_replica"].between(0, P_n - 1).all()
+    many = fin["output_len"] > 1
+    assert fin.loc[many, "decode_replica"].between(P_n, P_n + D_n - 1).all()
+    assert (fin.loc[~many, "decode_replica"] == -1).all()
+    reps = res.replicas
+    assert reps["requests"][:P_n].sum() == len(fin)
+    assert reps["requests"][P_n:].sum() == int(many.sum())
+    assert reps["output_tokens"].sum() == fin["output_len"].sum()
+    # times ordered: first token, (wait), transfer, decode
+    h = fin[many]
+    assert (h["first_token_ms"] <= h["finish_ms"]).all()
+    assert (h["handoff_wait_ms"] >= 0).all() and (h["transfer_ms"] >= 0).all()
+    assert (h["decode_queue_ms"] >= 0).all()
+    # the decode steps come after the handoff: finish > delivery + decode queue
+    if not cfg["layerwise"]:  # (layerwise transfers start with the prefill or later)
+        delivered = h["first_token_ms"] + h["handoff_wait_ms"] + h["transfer_ms"]
+        assert (h["finish_ms"] > delivered + h["decode_queue_ms"] - 1e-9).all()
+    assert (h["finish_ms"] > h["first_token_ms"]).all()
+    # each instance's memory within capacity, on both pools
+    cap = res.config["kv_blocks"]
+    tl = res.timeline
+    assert (tl["kv_running_blocks"] + tl["kv_cached_blocks"] <= cap).all()
+    assert (reps["peak_kv_blocks"] <= cap).all()
+    assert (reps["peak_running"] <= cfg["max_num_seqs"]).all()
+
+
+def test_compare_topologies_rows_are_the_runs_they_name():
+    from inferasim.sim import compare_topologies
+
+    wl = Workload.from_requests(
+        [0.0, 5.0, 9.0, 30.0], [32, 48, 16, 64], [3, 5, 2, 4], block_size=BS
+    )
+    kw = dict(kv_blocks=50, cost_model=LIN, progress=False, handoff_latency_us=0.0)
+    df = compare_topologies(wl, gpus=3, splits=[(1, 2), (2, 1)], slo_ttft_ms=10.0, **kw)
+    assert df["topology"].tolist() == ["aggregated", "1:2", "2:1"]
+    agg = Simulator(replicas=3, **kw).run(wl).summary(slo_ttft_ms=10.0)
+    split = Simulator(prefill_replicas=2, decode_replicas=1, **kw).run(wl).summary(slo_ttft_ms=10.0)
+    for col in ("ttft_ms_mean", "e2e_ms_p99", "slo_attainment", "finished"):
+        assert df.loc[0, col] == agg[col]
+        assert df.loc[2, col] == split[col]
+    with pytest.raises(ValueError, match="adding up to gpus=3"):
+        compare_topologies(wl, gpus=3, splits=[(1, 1)], **kw)
