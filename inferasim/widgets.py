@@ -7,16 +7,24 @@ updates on every change from a curve computed once per (trace, policy) in
 one pass over the trace (:func:`inferasim.reuse.hit_rate_curve` on a dense
 capacity grid), so moving the slider only moves a marker. The "simulate"
 button runs :class:`inferasim.Simulator` and shows TTFT/TPOT distributions and
-per-replica load.
+per-replica load in the widget's own output area: a cell that showed an
+earlier result (:meth:`CacheSizing.snapshot`) keeps showing it.
+
+The capacity slider steps through round capacities (1, 1.5, 2, 3, 4, 5 and
+7 per decade, from 10k to 100M tokens), so a capacity is exactly what the
+readout says (3e6 stays 3,000,000); a capacity set from code that is not
+on the list is added to it.
 
 Figures are plain matplotlib figures rendered to PNG into ``Image`` widgets,
 so the widget works with any matplotlib backend, and headless: tests set
 ``widget.controls[...].value`` and read ``widget.marker.get_xdata()``,
 ``widget.hit_ratio``, ``widget.readout.value`` or ``widget.result``.
+``widget.capacity_tokens = x`` sets any capacity in range.
 """
 
 from __future__ import annotations
 
+import base64
 import io
 import time
 from collections.abc import Mapping, Sequence
@@ -51,6 +59,8 @@ WIDGET_ROUTINGS: tuple[str, ...] = (
     "cache_aware",
     "kv_cost",
 )
+#: Round capacities per decade offered by the capacity slider (mantissas).
+CAPACITY_STEPS: tuple[float, ...] = (1.0, 1.5, 2.0, 3.0, 4.0, 5.0, 7.0)
 #: Points per decade of the precomputed LRU hit-rate curves (one pass); the
 #: replayed policies use :func:`inferasim.figures.curve_points`.
 CURVE_POINTS_PER_DECADE: int = 24
@@ -74,23 +84,55 @@ def _png(fig: Figure, dpi: int = 96, *, relayout: bool = True) -> bytes:
     return buf.getvalue()
 
 
+def capacity_options(low: float = CAPACITY_RANGE[0], high: float = CAPACITY_RANGE[1]) -> list[float]:
+    """The slider's capacities (tokens): :data:`CAPACITY_STEPS` in every decade from ``low`` to ``high``.
+
+    Examples
+    --------
+    >>> capacity_options(1e4, 1e5)
+    [10000.0, 15000.0, 20000.0, 30000.0, 40000.0, 50000.0, 70000.0, 100000.0]
+    """
+    out = []
+    for exp in range(int(np.floor(np.log10(low))), int(np.ceil(np.log10(high))) + 1):
+        for m in CAPACITY_STEPS:
+            v = float(m * 10**exp)
+            if low <= v <= high:
+                out.append(v)
+    return out
+
+
+def _tokens_label(tokens: float) -> str:
+    """A capacity as the slider shows it: ``3M``, ``150k``, ``1.5M``, ``12,345``."""
+    for unit, scale in (("M", 1e6), ("k", 1e3)):
+        if tokens >= scale and (tokens / scale * 10).is_integer():
+            return f"{tokens / scale:g}{unit}"
+    return f"{tokens:,.0f}"
+
+
 class CacheSizing(W.VBox):
     """Cache-sizing controls and live plots; build one with :func:`cache_sizing`.
 
     Attributes
     ----------
     controls : dict of str to ipywidgets.Widget
-        ``trace``, ``capacity`` (tokens, log slider), ``policy``,
+        ``trace``, ``capacity`` (tokens per replica: a slider over round
+        capacities, values exact), ``policy``,
         ``replicas``, ``routing``, ``load`` (arrival-rate multiplier) and the
         ``simulate`` button.
     hit_figure : matplotlib.figure.Figure
         The hit-rate view; ``curve_line`` and ``marker`` are its artists.
     readout : ipywidgets.HTML
-        The hit ratio at the chosen capacity, in words.
+        The hit ratio at the chosen capacity, each number named.
     result : SimResult or None
         The last simulation, or None before the first click.
     sim_figure : matplotlib.figure.Figure
         TTFT and TPOT ECDFs and per-replica load of the last simulation.
+    sim_output : ipywidgets.Output
+        The widget's own output area holding the last simulation's plots and
+        text (replaced on every run; nothing outside the widget changes).
+    sim_text : str
+        The last simulation's numbers in words (HTML), as shown in
+        ``sim_output``.
 
     Examples
     --------
@@ -119,19 +161,20 @@ class CacheSizing(W.VBox):
         self._relayout = True
         self.result: Any = None
         self.result_settings: dict[str, Any] | None = None
-        lo, hi = np.log10(CAPACITY_RANGE[0]), np.log10(CAPACITY_RANGE[1])
+        self.sim_png: bytes = b""
+        self.sim_text: str = ""
+        options = capacity_options()
+        if float(capacity_tokens) not in options:
+            options = sorted([*options, float(capacity_tokens)])
         self.controls: dict[str, W.Widget] = {
             "trace": W.Dropdown(options=list(self.workloads), description="trace"),
-            "capacity": W.FloatLogSlider(
+            "capacity": W.SelectionSlider(
+                options=[(_tokens_label(v), v) for v in options],
                 value=float(capacity_tokens),
-                base=10,
-                min=lo,
-                max=hi,
-                step=0.05,
-                description="cache (tokens)",
-                readout_format=".3s",
+                description="cache per replica (tokens)",
                 continuous_update=True,
                 style={"description_width": "initial"},
+                layout={"width": "420px"},
             ),
             "policy": W.Dropdown(
                 options=[(label(p), p) for p in policies], value=policy, description="eviction"
@@ -157,8 +200,7 @@ class CacheSizing(W.VBox):
         )
         self.status = W.HTML("press <b>simulate</b> to run the fleet simulator")
         self.hit_image = W.Image(format="png")
-        self.sim_image = W.Image(format="png")
-        self.sim_table = W.HTML()
+        self.sim_output = W.Output()
         self._build_hit_figure()
         self._build_sim_figure()
 
@@ -175,7 +217,7 @@ class CacheSizing(W.VBox):
         self.sim_progress = W.Output()
         run = W.HBox([c["simulate"], self.progress, self.status, self.sim_progress])
         super().__init__(
-            [analysis, self.readout, self.hit_image, fleet, run, self.sim_image, self.sim_table]
+            [analysis, self.readout, self.hit_image, fleet, run, self.sim_output]
         )
         self._on_curve_change()
 
@@ -231,6 +273,23 @@ class CacheSizing(W.VBox):
         100000.0
         """
         return float(self.controls["capacity"].value)
+
+    @capacity_tokens.setter
+    def capacity_tokens(self, tokens: float) -> None:
+        """Set the capacity (tokens), adding it to the slider's stops if needed."""
+        tokens = float(tokens)
+        if not CAPACITY_RANGE[0] <= tokens <= CAPACITY_RANGE[1]:
+            raise ValueError(
+                f"capacity_tokens must be in [{CAPACITY_RANGE[0]:g}, {CAPACITY_RANGE[1]:g}], got {tokens!r}"
+            )
+        slider = self.controls["capacity"]
+        values = [v for _, v in slider.options]
+        if tokens not in values:
+            current = slider.value
+            with slider.hold_trait_notifications():
+                slider.options = [(_tokens_label(v), v) for v in sorted([*values, tokens])]
+                slider.value = current
+        slider.value = tokens
 
     @property
     def hit_ratio(self) -> float:
@@ -330,9 +389,11 @@ class CacheSizing(W.VBox):
         block = self.workload.block_size
         share = hit / ceiling if ceiling else float("nan")
         self.readout.value = (
-            f"<b>{label(self.controls['policy'].value)}</b> cache of <b>{cap:,.0f}</b> tokens "
-            f"({int(cap // block):,} blocks of {block}): token hit ratio <b>{hit:.1%}</b>, "
-            f"{share:.0%} of the {ceiling:.1%} an infinite cache reaches"
+            f"one <b>{label(self.controls['policy'].value)}</b> cache of <b>{cap:,.0f}</b> tokens "
+            f"({int(cap // block):,} blocks of {block} tokens), replaying the whole "
+            f"{self.controls['trace'].value} trace: token hit ratio <b>{hit:.1%}</b> "
+            f"(reuse analysis); an infinite cache: {ceiling:.1%}, so this size gets "
+            f"{share:.0%} of the reuse there is"
         )
         self.hit_image.value = _png(self.hit_figure, relayout=self._relayout)
         self._relayout = False
@@ -427,6 +488,7 @@ class CacheSizing(W.VBox):
             button.disabled = False
         elapsed = time.perf_counter() - start
         self.result_settings = s
+        self._sim_run = (wl, eviction)  # what the simulator actually replayed, and how
         self.progress.value = 1.0
         self.progress.bar_style = "success"
         note = (
@@ -472,7 +534,8 @@ class CacheSizing(W.VBox):
         from inferasim import plots
 
         req = self.result.requests
-        routing = self.result_settings["routing"]
+        s = self.result_settings
+        routing = s["routing"]
         with style.paper_style():
             for ax in self.sim_axes:
                 ax.clear()
@@ -484,14 +547,73 @@ class CacheSizing(W.VBox):
                 ax.set_title(f"{metric[:4].upper()} p99: {q[metric]:,.0f} ms")
             plots.plot_replica_load(self.result, ax=c, color=style.color(routing))
             c.set_title("requests per replica")
-        self.sim_image.value = _png(self.sim_figure)
-        hit = float(req["cached_tokens"].sum() / req["input_len"].sum())
-        table = self.summary().map(lambda v: f"{v:,.1f}")
-        self.sim_table.value = (
-            f"<p>simulated token hit ratio <b>{hit:.1%}</b> "
-            f"(the reuse analysis above says {self.hit_ratio:.1%} for one cache of this size)</p>"
-            + table.to_html()
+        self.sim_png = _png(self.sim_figure)
+        self.sim_text = self._sim_text()
+        table = self.summary().map(lambda v: f"{v:,.1f}").rename_axis("latency (ms)")
+        # Replace the widget's own output area: nothing shown elsewhere changes.
+        self.sim_output.outputs = (
+            _display_data({"image/png": base64.b64encode(self.sim_png).decode("ascii"),
+                           "text/plain": "<simulation plots>"}),
+            _display_data({"text/html": self.sim_text + table.to_html(),
+                           "text/plain": self.sim_text}),
         )
+
+    def _sim_text(self) -> str:
+        """The last simulation's numbers, each named, next to the reuse analysis of the same run."""
+        from inferasim.reuse import hit_rate_curve as reuse_curve
+
+        s = self.result_settings
+        req = self.result.requests
+        wl, eviction = self._sim_run
+        routed = req[req["replica"] >= 0]
+        hit = float(routed["cached_tokens"].sum() / max(int(routed["input_len"].sum()), 1))
+        cap = s["kv_blocks"] * wl.block_size
+        one = float(
+            reuse_curve(wl, [s["kv_blocks"]], policy=eviction, full_blocks_only=True)[
+                "token_hit_ratio"
+            ].iloc[0]
+        )
+        scope = (
+            f"the first {self.sim_window_ms / 60_000:g} min of {s['trace']}"
+            if self.sim_window_ms is not None
+            else f"the whole {s['trace']} trace"
+        )
+        return (
+            f"<p>simulated {len(req):,} requests ({scope}, load x{s['load']:g}) on "
+            f"<b>{s['replicas']}</b> replicas, {label(s['routing'])} routing, "
+            f"{label(eviction)} cache of {cap:,} tokens each: fleet token hit ratio "
+            f"<b>{hit:.1%}</b>. One {label(eviction)} cache of that size over the same "
+            f"requests (reuse analysis): {one:.1%}; the two agree when the cache is large and "
+            f"requests do not overlap (the simulator caches whole blocks only, and its running "
+            f"requests share the cache's memory).</p>"
+        )
+
+    def snapshot(self) -> Any:
+        """A static copy of the last simulation's plots, for showing in a notebook cell.
+
+        Unlike the widget, it never changes when the widget simulates again.
+
+        Returns
+        -------
+        IPython.display.Image
+
+        Examples
+        --------
+        >>> w = cache_sizing({"demo": _demo_workload()}, capacity_tokens=1e5, replicas=2)
+        >>> _ = w.simulate()
+        >>> w.snapshot().data[:4] == b"\\x89PNG"
+        True
+        """
+        from IPython.display import Image
+
+        if self.result is None:
+            raise RuntimeError("no simulation yet: call simulate() first")
+        return Image(data=self.sim_png, format="png")
+
+
+def _display_data(data: dict[str, str]) -> dict[str, Any]:
+    """One ``display_data`` output of an ``ipywidgets.Output``."""
+    return {"output_type": "display_data", "data": data, "metadata": {}}
 
 
 def _demo_workload() -> Workload:

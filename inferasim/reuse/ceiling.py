@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 
 from inferasim import _ragged
+from inferasim._format import CardRepr, metric_rows
 from inferasim.reuse._refs import block_refs
 from inferasim.reuse._result import per_request_frame
 from inferasim.workload import Workload
@@ -15,8 +16,8 @@ from inferasim.workload import Workload
 __all__ = ["ReuseCeiling", "infinite_hit_ratio"]
 
 
-@dataclass(frozen=True)
-class ReuseCeiling:
+@dataclass(frozen=True, repr=False)
+class ReuseCeiling(CardRepr):
     """Hit ratios of an infinite prefix cache.
 
     Attributes
@@ -48,6 +49,23 @@ class ReuseCeiling:
     hit_tokens: int
     tokens: int
     per_request: pd.DataFrame = field(repr=False, compare=False)
+
+    def _card(self) -> tuple[str, list[tuple[str, str, str]], list[str]]:
+        title = (
+            f"ReuseCeiling: an infinite prefix cache serves {self.token_hit_ratio:.2%} "
+            f"of prompt tokens"
+        )
+        rows = metric_rows(
+            {
+                "token_hit_ratio": self.token_hit_ratio,
+                "block_hit_ratio": self.block_hit_ratio,
+                "hit_tokens": self.hit_tokens,
+                "tokens": self.tokens,
+                "hit_blocks": self.hit_blocks,
+                "blocks": self.blocks,
+            }
+        )
+        return title, rows, [f"per-request frame: .per_request ({len(self.per_request):,} rows)"]
 
     def to_series(self) -> pd.Series:
         """The scalar fields as a Series.
