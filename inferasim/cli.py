@@ -75,14 +75,23 @@ def _describe(args: argparse.Namespace) -> int:
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     """The argument parser of the ``inferasim`` command.
+
+    Parameters
+    ----------
+    argv : sequence of str, optional
+        The arguments about to be parsed. When given, only the subcommand
+        they name loads its module (``inferasim describe`` never imports
+        matplotlib for ``figures``); the others are listed with their help
+        line. By default every subcommand is complete.
 
     Examples
     --------
     >>> build_parser().parse_args(["describe", "conversation"]).source
     'conversation'
     """
+    wanted = None if argv is None else {a for a in argv if not a.startswith("-")}
     parser = _Parser(
         prog="inferasim",
         description="What does prefix KV-cache reuse do to LLM serving?",
@@ -101,6 +110,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_debug(describe)
     describe.set_defaults(func=_describe, parser=describe)
     for name, (module, help_text) in _EXTERNAL.items():
+        if wanted is not None and name not in wanted:
+            sub.add_parser(name, help=help_text)  # listed; loaded when it is the command
+            continue
         try:
             mod = import_module(module)
         except ImportError:  # pragma: no cover - a subcommand whose module is gone
@@ -133,7 +145,8 @@ def main(argv: Sequence[str] | None = None) -> int:
       requests ...
     0
     """
-    parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(argv)
     try:
         args = parser.parse_args(argv)
     except SystemExit as stop:  # --help, --version and usage errors

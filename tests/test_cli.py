@@ -124,3 +124,28 @@ def test_no_slo_means_no_goodput_rows(capsys):
     # every request meets a 1e9 ms objective: attainment 1, no "no SLO" note
     rows = dict(line.split()[:2] for line in out.splitlines() if line.startswith("  "))
     assert rows["slo_attainment"] == "1.0000" and "no SLO given" not in out
+
+
+@pytest.mark.parametrize(
+    "statement",
+    [
+        "import inferasim",
+        "import inferasim as ism; ism.Simulator; ism.reuse; ism.Workload.from_synthetic(5, 1.0)",
+        "import inferasim.cli as c; c.build_parser(['describe']); c.main(['describe', '--num-requests', '5'])",
+    ],
+)
+def test_import_leaves_matplotlib_and_ipywidgets_unloaded(statement):
+    # A fresh interpreter: this test process has imported them already.
+    code = (
+        f"{statement}\nimport sys\n"
+        "print(sorted(m for m in ('matplotlib', 'ipywidgets', 'IPython') if m in sys.modules))"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines()[-1] == "[]"
+
+
+def test_plotting_parts_still_load_on_first_use():
+    code = "import inferasim as ism, sys; ism.plots; print('matplotlib' in sys.modules)"
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and proc.stdout.strip() == "True", proc.stderr
