@@ -172,7 +172,9 @@ class CacheSizing(W.VBox):
                 options=[(_tokens_label(v), v) for v in options],
                 value=float(capacity_tokens),
                 description="cache per replica (tokens)",
-                continuous_update=True,
+                # One redraw when the handle is released: the plot (a PNG) and
+                # the readout always show the same capacity.
+                continuous_update=False,
                 style={"description_width": "initial"},
                 layout={"width": "420px"},
             ),
