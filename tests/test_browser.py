@@ -186,7 +186,7 @@ def page(lab: str):
 try:
     from playwright.sync_api import TimeoutError as PlaywrightTimeout
 except ImportError:  # reported by the `page` fixture
-    PlaywrightTimeout = TimeoutError  # noqa: N816
+    PlaywrightTimeout = TimeoutError
 
 
 # Horizontal position (0..1 of the image width) of the capacity marker in the
