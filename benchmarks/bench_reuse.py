@@ -33,12 +33,20 @@ from inferasim.reuse import (
     popularity,
     prefix_tree,
     replay_cache,
+    replay_tiered,
     reuse_distance,
     sessions,
+    tiered_hit_rate,
 )
 
 REPO = Path(__file__).resolve().parents[1]
 CAPACITY = 10_000  # blocks, for the direct replays
+# Illustrative hierarchies in tokens (512-token blocks): an 8B model's spare
+# HBM on one GPU (~803 blocks), + 3M tokens of host DRAM, + 30M tokens of SSD.
+TIERS = {
+    "HBM + DRAM": [803 * 512, 3_000_000],
+    "HBM + DRAM + SSD": [803 * 512, 3_000_000, 30_000_000],
+}
 
 
 def trace_dir(arg: str | None) -> Path:
@@ -87,7 +95,33 @@ def main() -> None:
         (f"replay_cache lfu @{CAPACITY}", lambda: replay_cache(wl, CAPACITY, policy="lfu"), 1.5),
         (f"replay_cache opt @{CAPACITY}", lambda: replay_cache(wl, CAPACITY, policy="opt"), 5.0),
         ("replay_cache opt @1000", lambda: replay_cache(wl, 1000, policy="opt"), 5.0),
+        (
+            "tiered_hit_rate [1e4, 6e3] (one pass)",
+            lambda: tiered_hit_rate(wl, [10_000, 6_000]),
+            1.0,
+        ),
+        (
+            "tiered_hit_rate 3 tiers inclusive",
+            lambda: tiered_hit_rate(wl, [803, 5_860, 58_594], inclusive=True),
+            1.0,
+        ),
+        ("replay_tiered [1e4, 6e3]", lambda: replay_tiered(wl, [10_000, 6_000]), None),
+        (
+            f"replay_cache length_aware @{CAPACITY}",
+            lambda: replay_cache(wl, CAPACITY, policy="length_aware"),
+            1.5,
+        ),
         ("infinite_hit_ratio", lambda: infinite_hit_ratio(wl), None),
+        (
+            "infinite_hit_ratio partial_block=half",
+            lambda: infinite_hit_ratio(wl, partial_block="half"),
+            None,
+        ),
+        (
+            "hit_rate_curve lru partial_block=half",
+            lambda: hit_rate_curve(wl, partial_block="half"),
+            1.0,
+        ),
         ("popularity", lambda: popularity(wl), 1.0),
         ("reuse_distance", lambda: reuse_distance(wl), 1.0),
         ("sessions", lambda: sessions(wl), 1.0),
@@ -95,6 +129,11 @@ def main() -> None:
         (
             "partitioned_hit_rate lru 8 parts",
             lambda: partitioned_hit_rate(wl, 20_000, 8, assign="hash_first_block"),
+            None,
+        ),
+        (
+            "partitioned_hit_rate 8 parts + pool",
+            lambda: partitioned_hit_rate(wl, 20_000, 8, assign="hash_first_block", pool=20_000),
             None,
         ),
     ]
@@ -130,7 +169,7 @@ def main() -> None:
         rows.append(
             ("lru full blocks", list(zip(c["block_hit_ratio"], c["token_hit_ratio"], strict=True)))
         )
-        for policy in ("fifo", "lfu", "opt"):
+        for policy in ("fifo", "lfu", "length_aware", "opt"):
             c = hit_rate_curve(trace, caps, policy=policy)
             rows.append(
                 (policy, list(zip(c["block_hit_ratio"], c["token_hit_ratio"], strict=True)))
@@ -141,6 +180,30 @@ def main() -> None:
             vals = [*vals, (ceiling.block_hit_ratio, ceiling.token_hit_ratio)]
             cells = "".join(f"{f'{b:.4f} / {t:.4f}':>17}" for b, t in vals)
             print(f"{name:<14} {label:<16}{cells}")
+    traces = {
+        "conversation": wl,
+        "synthetic": Workload.from_mooncake(root / "synthetic_trace.jsonl"),
+    }
+    print("\nToken hit ratio of the reuse ceiling by partial_block estimate")
+    print(f"{'trace':<14} {'none':>8} {'half':>8} {'upper':>8}")
+    for name, trace in traces.items():
+        cells = [
+            infinite_hit_ratio(trace, partial_block=m).token_hit_ratio
+            for m in ("none", "half", "upper")
+        ]
+        print(f"{name:<14}" + "".join(f" {c:>8.4f}" for c in cells))
+
+    print("\nToken hit ratio served by each tier (LRU; capacities in tokens)")
+    for name, trace in traces.items():
+        for label, caps in TIERS.items():
+            for inclusive in (False, True):
+                t = tiered_hit_rate(trace, caps, unit="tokens", inclusive=inclusive)
+                split = " + ".join(f"{v:.4f}" for v in t["token_hit_ratio"])
+                kind = "inclusive" if inclusive else "exclusive"
+                print(
+                    f"{name:<14} {label:<18} {kind:<10} {split} "
+                    f"= {t.attrs['token_hit_ratio']:.4f}"
+                )
     if failed:
         print(f"\n{failed} operation(s) missed their target")
 

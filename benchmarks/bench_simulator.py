@@ -5,6 +5,11 @@ Cases (each in its own subprocess, so peak RSS is the case's own):
 * ``conversation``: the FAST'25 conversation trace (12,031 requests), 8
   replicas, ``kv_cost`` routing, Llama-3.1-8B on H100-80GB (the default
   roofline model). Target: median under 1 s, peak under 300 MB.
+* ``conversation-tiers``: the conversation case with KV tiers behind each
+  replica's HBM: 3M tokens of host DRAM per replica and one 30M-token pool
+  shared by the fleet (:func:`tiers`), timed in the same process as the run
+  without tiers (alternating repeats). Target: under 1.5 s and at most 2x the
+  run without tiers.
 * ``synthetic-N``: N synthetic requests (1,024-token own part after a
   2,048-token prefix from a 16-prefix Zipf(1) pool, 128 output tokens,
   Poisson arrivals at 150 req/s), 32 replicas, ``kv_cost``. Target for
@@ -23,6 +28,8 @@ Usage::
     python benchmarks/bench_simulator.py                 # conversation + 10k/100k
     python benchmarks/bench_simulator.py --million       # also 1,000,000 requests
     python benchmarks/bench_simulator.py --policies      # routing-policy results table
+    python benchmarks/bench_simulator.py --tiers         # conversation with and without tiers
+    python benchmarks/bench_simulator.py --million --dram  # 1M requests, also with a DRAM tier
 """
 
 from __future__ import annotations
@@ -40,10 +47,32 @@ import tracemalloc
 from _common import trace_path
 
 
+def tiers(dram_tokens: int = 3_000_000, pool_tokens: int = 30_000_000) -> list:
+    """Host DRAM per replica and a pool shared by the fleet, with public link numbers.
+
+    * Host DRAM over PCIe Gen5 x16: 64 GB/s per direction raw, about 50 GB/s
+      achieved host-to-device with pinned memory (NVIDIA H100 PCIe Gen5
+      bandwidth tests report 50-55 GB/s); 5 us per transfer.
+    * A Mooncake-Store-like pool reached over RDMA: one 200 Gb/s NIC per replica
+      (ConnectX-6/7 at 200 Gb/s = 25 GB/s; Mooncake's testbed uses 4-8 x 200 or
+      400 Gb/s per node shared by 8 GPUs); 10 us per transfer.
+    """
+    from inferasim.sim import Tier
+
+    out = []
+    if dram_tokens:
+        out.append(Tier("dram", dram_tokens, read_gbps=50.0, write_gbps=50.0, latency_us=5.0))
+    if pool_tokens:
+        out.append(
+            Tier("pool", pool_tokens, read_gbps=25.0, write_gbps=25.0, latency_us=10.0, shared=True)
+        )
+    return out
+
+
 def _workload(case: str):
     import inferasim as ism
 
-    if case == "conversation":
+    if case.startswith("conversation"):
         return ism.Workload.from_mooncake(trace_path("conversation_trace.jsonl")), 8
     n = int(case.split("-")[1])
     wl = ism.Workload.from_synthetic(
@@ -65,10 +94,21 @@ def run_case(case: str, repeats: int, routing: str) -> dict:
     from inferasim.sim import Simulator
 
     wl, replicas = _workload(case)
-    sim = Simulator(replicas=replicas, routing=routing, progress=False)
-    times = []
+    if case == "conversation-tiers":
+        tiered = tiers()
+    elif case.endswith("-dram"):
+        tiered = tiers(pool_tokens=0)
+    else:
+        tiered = None
+    sim = Simulator(replicas=replicas, routing=routing, progress=False, tiers=tiered)
+    base = Simulator(replicas=replicas, routing=routing, progress=False) if tiered else None
+    times, base_times = [], []
     res = None
     for _ in range(repeats):
+        if base is not None and case == "conversation-tiers":  # alternate, same process
+            t = time.perf_counter()
+            base.run(wl)
+            base_times.append(time.perf_counter() - t)
         t = time.perf_counter()
         res = sim.run(wl)
         times.append(time.perf_counter() - t)
@@ -97,6 +137,7 @@ def run_case(case: str, repeats: int, routing: str) -> dict:
         "token_hit_ratio": float(s["token_hit_ratio"]),
         "ttft_p50_ms": float(s["ttft_ms_p50"]),
         "ttft_p99_ms": float(s["ttft_ms_p99"]),
+        "no_tier_median_s": statistics.median(base_times) if base_times else float("nan"),
     }
 
 
@@ -131,6 +172,8 @@ def main() -> None:
     parser.add_argument("--policies", action="store_true", help="routing-policy results")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--routing", default="kv_cost")
+    parser.add_argument("--tiers", action="store_true", help="conversation with KV tiers")
+    parser.add_argument("--dram", action="store_true", help="also 1M requests with a DRAM tier")
     parser.add_argument("--case", help=argparse.SUPPRESS)  # child process
     args = parser.parse_args()
     if args.case:
@@ -140,8 +183,12 @@ def main() -> None:
         policies()
         return
     cases = [("conversation", args.repeats), ("synthetic-10000", 3), ("synthetic-100000", 3)]
+    if args.tiers:
+        cases = [("conversation-tiers", args.repeats)]
     if args.million:
         cases.append(("synthetic-1000000", 1))
+        if args.dram:
+            cases.append(("synthetic-1000000-dram", 1))
     records = []
     for case, repeats in cases:
         out = subprocess.run(
@@ -162,6 +209,12 @@ def main() -> None:
         records.append(json.loads(out.stdout.strip().splitlines()[-1]))
         r = records[-1]
         print(f"{case}: {r['median_s']:.3f} s", file=sys.stderr)
+        if r["no_tier_median_s"] == r["no_tier_median_s"]:
+            print(
+                f"{case}: {r['median_s']:.3f} s with tiers vs {r['no_tier_median_s']:.3f} s "
+                f"without ({r['median_s'] / r['no_tier_median_s']:.2f}x), hit ratio "
+                f"{r['token_hit_ratio']:.3f}, load {r['load_avg_1min']:.2f}"
+            )
     header = (
         f"{'case':<20}{'requests':>10}{'replicas':>9}{'repeats':>8}{'median s':>10}"
         f"{'min s':>8}{'steps':>11}{'steps/s':>11}{'req/s':>9}{'tracemalloc MB':>16}"

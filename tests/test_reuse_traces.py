@@ -50,7 +50,9 @@ def test_one_pass_equals_replay_on_traces(trace: Workload, touch: str, full: boo
 
 
 def test_trace_ceiling_matches_describe(trace: Workload) -> None:
-    # Workload.describe() computes the same ceiling independently.
+    # Workload.describe() and infinite_hit_ratio share the _ragged helpers, so
+    # this is a consistency check only; the independent reference (a plain
+    # set replay) is in test_reuse_ceiling.py.
     d = trace.describe()
     c = infinite_hit_ratio(trace)
     assert c.block_hit_ratio == pytest.approx(float(d["infinite_block_hit_ratio"]), abs=1e-12)

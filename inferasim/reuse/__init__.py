@@ -12,7 +12,10 @@ count unless ``full_blocks_only=True``) are stated once in
 * :func:`infinite_hit_ratio`: the reuse ceiling;
 * :func:`popularity`, :func:`reuse_distance`, :func:`prefix_tree`,
   :func:`sessions`: the structure of the reuse;
-* :func:`partitioned_hit_rate`: local (split) versus global (pooled) caches.
+* :func:`partitioned_hit_rate`: local (split) versus global (pooled) caches,
+  optionally backed by one shared pool;
+* :func:`tiered_hit_rate`, :func:`replay_tiered`: the hits served by each
+  tier of an LRU hierarchy (HBM, DRAM, SSD, ...), in one pass or replayed.
 
 Examples
 --------
@@ -34,6 +37,7 @@ from inferasim.reuse.partition import partitioned_hit_rate
 from inferasim.reuse.popularity import Popularity, popularity
 from inferasim.reuse.replay import POLICIES, replay_cache
 from inferasim.reuse.sessions import Sessions, sessions
+from inferasim.reuse.tiered import replay_tiered, tiered_hit_rate
 from inferasim.reuse.tree import PrefixTree, prefix_tree
 
 __all__ = [
@@ -48,6 +52,8 @@ __all__ = [
     "popularity",
     "prefix_tree",
     "replay_cache",
+    "replay_tiered",
     "reuse_distance",
     "sessions",
+    "tiered_hit_rate",
 ]

@@ -27,7 +27,7 @@ import numpy as np
 
 from inferasim.reuse._refs import BlockRefs, touch_sequence
 
-__all__ = ["count_less", "lookup_depths", "prefix_max"]
+__all__ = ["count_less", "lookup_depths", "prefix_max", "depth_at"]
 
 
 def count_less(values: np.ndarray, lo: np.ndarray, hi: np.ndarray, bound: np.ndarray) -> np.ndarray:
@@ -100,12 +100,7 @@ def lookup_depths(refs: BlockRefs, touch: str = "tail_first") -> tuple[np.ndarra
     seq = touch_sequence(refs, touch)
     m = seq.compact.size
     cold = m + 1
-    order = np.argsort(seq.compact, kind="stable")
-    same = seq.compact[order[1:]] == seq.compact[order[:-1]]
-    nxt = np.full(m, m, dtype=np.int64)
-    nxt[order[:-1][same]] = order[1:][same]
-    prev = np.full(m, -1, dtype=np.int64)
-    prev[order[1:][same]] = order[:-1][same]
+    nxt, prev = _links(seq.compact)
     lengths = np.diff(seq.offsets)
     start = np.repeat(seq.offsets[:-1], lengths)
     touch_depth = np.full(m, cold, dtype=np.int64)
@@ -114,6 +109,58 @@ def lookup_depths(refs: BlockRefs, touch: str = "tail_first") -> tuple[np.ndarra
     t = start[seen]
     touch_depth[seen] = (t - q) - count_less(nxt, q, t, t)
     return touch_depth[seq.of_ref], cold
+
+
+def _links(compact: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Next and previous touch of the same id (``m`` / ``-1`` when none)."""
+    m = compact.size
+    order = np.argsort(compact, kind="stable")
+    same = compact[order[1:]] == compact[order[:-1]]
+    nxt = np.full(m, m, dtype=np.int64)
+    nxt[order[:-1][same]] = order[1:][same]
+    prev = np.full(m, -1, dtype=np.int64)
+    prev[order[1:][same]] = order[:-1][same]
+    return nxt, prev
+
+
+def depth_at(
+    refs: BlockRefs, compact_ids: np.ndarray, requests: np.ndarray, touch: str = "tail_first"
+) -> np.ndarray:
+    """LRU stack depth of arbitrary ids at the lookup of arbitrary requests.
+
+    Query ``k`` asks for the depth of compact id ``compact_ids[k]`` in the
+    stack left by the requests before ``requests[k]``; a huge value
+    (``touches + 1``) when the id was not touched before.
+
+    Examples
+    --------
+    >>> from inferasim import Workload
+    >>> from inferasim.reuse._refs import block_refs
+    >>> wl = Workload.from_requests([0, 1, 2], [2, 1, 1], [1] * 3, [[1, 2], [3], [1]],
+    ...                             block_size=1)
+    >>> r = block_refs(wl)  # compact ids 0, 1, 2 for hash ids 1, 2, 3
+    >>> # before R2 the stack is 3, 1, 2; before R0 it is empty (4 touches + 1)
+    >>> depth_at(r, np.array([1, 0, 1]), np.array([2, 2, 0]), "tail_first").tolist()
+    [3, 2, 5]
+    """
+    seq = touch_sequence(refs, touch)
+    m = seq.compact.size
+    compact_ids = np.asarray(compact_ids, dtype=np.int64)
+    t = seq.offsets[np.asarray(requests, dtype=np.int64)]
+    out = np.full(compact_ids.size, m + 1, dtype=np.int64)
+    if m == 0 or compact_ids.size == 0:
+        return out
+    nxt, _ = _links(seq.compact)
+    key = seq.compact * (m + 1) + np.arange(m, dtype=np.int64)
+    order = np.argsort(key, kind="stable")
+    skey = key[order]
+    idx = np.searchsorted(skey, compact_ids * (m + 1) + t, side="left") - 1
+    ok = idx >= 0
+    ok[ok] = skey[idx[ok]] // (m + 1) == compact_ids[ok]
+    q = skey[idx[ok]] % (m + 1)
+    tt = t[ok]
+    out[ok] = (tt - q) - count_less(nxt, q, tt, tt)
+    return out
 
 
 def prefix_max(values: np.ndarray, offsets: np.ndarray) -> np.ndarray:

@@ -9,6 +9,7 @@ import pandas as pd
 
 from inferasim import _ragged
 from inferasim._format import CardRepr, metric_rows
+from inferasim.reuse._partial import check_partial, divergences
 from inferasim.reuse._refs import block_refs
 from inferasim.reuse._result import per_request_frame
 from inferasim.workload import Workload
@@ -29,10 +30,14 @@ class ReuseCeiling(CardRepr):
     hit_blocks, blocks : int
         Hit and considered block references.
     hit_tokens, tokens : int
-        Hit tokens and ``sum(input_len)``.
+        Hit tokens (including ``partial_tokens``) and ``sum(input_len)``.
     per_request : pandas.DataFrame
         The per-request distribution, with the columns of
-        :func:`inferasim.reuse.replay_cache`.
+        :func:`inferasim.reuse.replay_cache` plus ``partial_tokens``.
+    partial_tokens : int
+        Tokens credited inside divergence blocks by ``partial_block``.
+    partial_block : str
+        The token-level estimate used (``"none"``, ``"half"``, ``"upper"``).
 
     Examples
     --------
@@ -49,6 +54,8 @@ class ReuseCeiling(CardRepr):
     hit_tokens: int
     tokens: int
     per_request: pd.DataFrame = field(repr=False, compare=False)
+    partial_tokens: int = 0
+    partial_block: str = "none"
 
     def _card(self) -> tuple[str, list[tuple[str, str, str]], list[str]]:
         title = (
@@ -65,7 +72,11 @@ class ReuseCeiling(CardRepr):
                 "blocks": self.blocks,
             }
         )
-        return title, rows, [f"per-request frame: .per_request ({len(self.per_request):,} rows)"]
+        notes = [f"per-request frame: .per_request ({len(self.per_request):,} rows)"]
+        if self.partial_block != "none":
+            rows.append(("partial_tokens", f"{self.partial_tokens:,}", "tokens"))
+            notes.insert(0, f"partial_block={self.partial_block!r}: token-level credit included")
+        return title, rows, notes
 
     def to_series(self) -> pd.Series:
         """The scalar fields as a Series.
@@ -89,7 +100,9 @@ class ReuseCeiling(CardRepr):
         )
 
 
-def infinite_hit_ratio(workload: Workload, *, full_blocks_only: bool = False) -> ReuseCeiling:
+def infinite_hit_ratio(
+    workload: Workload, *, full_blocks_only: bool = False, partial_block: str = "none"
+) -> ReuseCeiling:
     """The reuse ceiling: hit ratios of a prefix cache that never evicts.
 
     A block reference hits when it and every earlier block of its request
@@ -105,6 +118,16 @@ def infinite_hit_ratio(workload: Workload, *, full_blocks_only: bool = False) ->
     full_blocks_only : bool, default False
         Never look up nor insert partial last blocks (engine semantics,
         as vLLM and SGLang cache full blocks only).
+    partial_block : {"none", "half", "upper"}, default "none"
+        Token-level estimate of the reuse hidden inside the block where a
+        prompt diverges from the earlier ones (block ratios never change).
+        ``"none"``: block level. At a request's *divergence block* (the
+        first block past its hit run) whose *sibling* exists (the most
+        recent earlier reference at the same index after the same leading
+        ids), ``"upper"`` credits ``min(tokens of the block, tokens of the
+        sibling)`` (an upper bound on the tokens the two share) and
+        ``"half"`` half of it, rounded down. Exact rule:
+        :mod:`inferasim.reuse._partial`.
 
     Returns
     -------
@@ -128,15 +151,37 @@ def infinite_hit_ratio(workload: Workload, *, full_blocks_only: bool = False) ->
     (3, 7, 1536, 3148)
     >>> c.per_request["hit_blocks"].tolist()
     [0, 1, 2]
+
+    Token-level estimate: request 1 diverges in its block 3 after block 1;
+    its sibling is request 0's block 2, so ``"upper"`` credits 512 tokens
+    and ``"half"`` 256. Request 2 diverges in block 4 (76 tokens), with no
+    sibling: no earlier prompt went past [1, 3]. Request 0 has no earlier
+    request at all.
+
+    >>> infinite_hit_ratio(wl, partial_block="upper").partial_tokens
+    512
+    >>> infinite_hit_ratio(wl, partial_block="half").hit_tokens
+    1792
     """
+    check_partial(partial_block)
     refs = block_refs(workload, full_blocks_only=full_blocks_only)
     seen = _ragged.first_seen_earlier(refs.ids, refs.offsets)
     hits = _ragged.leading_run(seen, refs.offsets)
     hit_blocks = np.bincount(refs.rows[hits], minlength=refs.n_requests)
     frame = per_request_frame(refs, hit_blocks)
+    div = divergences(refs, hit_blocks, partial_block)
+    partial = np.bincount(div.rows, weights=div.credit, minlength=refs.n_requests).astype(np.int64)
+    frame["partial_tokens"] = partial
+    if partial_block != "none":
+        frame["hit_tokens"] += partial
+        with np.errstate(invalid="ignore", divide="ignore"):
+            frame["token_hit_ratio"] = np.where(
+                refs.input_len > 0, frame["hit_tokens"] / np.maximum(refs.input_len, 1), np.nan
+            )
     total_blocks = int(refs.ids.size)
     total_tokens = refs.total_tokens
     hit_tokens = int(frame["hit_tokens"].sum())
+    frame.attrs["token_hit_ratio"] = float(hit_tokens / total_tokens) if total_tokens else 0.0
     return ReuseCeiling(
         block_hit_ratio=float(hit_blocks.sum() / total_blocks) if total_blocks else 0.0,
         token_hit_ratio=float(hit_tokens / total_tokens) if total_tokens else 0.0,
@@ -145,4 +190,6 @@ def infinite_hit_ratio(workload: Workload, *, full_blocks_only: bool = False) ->
         hit_tokens=hit_tokens,
         tokens=total_tokens,
         per_request=frame,
+        partial_tokens=int(partial.sum()),
+        partial_block=partial_block,
     )

@@ -18,9 +18,10 @@ from collections.abc import Iterable
 import numpy as np
 import pandas as pd
 
+from inferasim.reuse._partial import check_partial, divergences
 from inferasim.reuse._refs import BlockRefs, block_refs, check_touch
 from inferasim.reuse._result import check_capacity
-from inferasim.reuse._stack import lookup_depths, prefix_max
+from inferasim.reuse._stack import depth_at, lookup_depths, prefix_max
 from inferasim.reuse.replay import check_policy, replay_hits
 from inferasim.workload import Workload
 
@@ -35,6 +36,7 @@ CURVE_COLUMNS = (
     "hit_blocks",
     "hit_tokens",
     "policy",
+    "partial_tokens",
 )
 
 
@@ -76,6 +78,28 @@ def _capacities(
     return np.unique(blocks)
 
 
+def _partial_credit(
+    refs: BlockRefs,
+    depth: np.ndarray,
+    cold: int,
+    touch: str,
+    partial_block: str,
+    reach: np.ndarray,
+) -> np.ndarray:
+    """Divergence-block credit at every capacity in ``reach`` (see ``_partial``)."""
+    infinite = np.bincount(refs.rows[depth < cold], minlength=refs.n_requests)
+    div = divergences(refs, infinite, partial_block)
+    if div.rows.size == 0:
+        return np.zeros(reach.size, dtype=np.int64)
+    has_prefix = div.ref > refs.offsets[div.rows]
+    prefix_need = np.where(has_prefix, depth[np.maximum(div.ref - 1, 0)], 0)
+    sibling_need = depth_at(refs, refs.compact[div.sibling], div.rows, touch)
+    need = np.maximum(prefix_need, sibling_need)
+    order = np.argsort(need, kind="stable")
+    cum = np.concatenate(([0], np.cumsum(div.credit[order])))
+    return cum[np.searchsorted(need[order], reach, side="right")].astype(np.int64)
+
+
 def hit_rate_curve(
     workload: Workload,
     capacities: Iterable[float] | None = None,
@@ -84,6 +108,7 @@ def hit_rate_curve(
     unit: str = "blocks",
     touch: str = "tail_first",
     full_blocks_only: bool = False,
+    partial_block: str = "none",
 ) -> pd.DataFrame:
     """Prefix-cache hit ratio against cache capacity.
 
@@ -100,7 +125,7 @@ def hit_rate_curve(
         Cache sizes in ``unit``. Default: a dense log-spaced grid from 1
         block up to the working set (the number of distinct blocks), about
         200 points for LRU and 16 for the replayed policies.
-    policy : {"lru", "fifo", "lfu", "opt"}, default "lru"
+    policy : {"lru", "fifo", "lfu", "opt", "length_aware"}, default "lru"
         Eviction policy.
     unit : {"blocks", "tokens"}, default "blocks"
         Unit of ``capacities``; token capacities round down to whole blocks.
@@ -108,6 +133,14 @@ def hit_rate_curve(
         Order in which a request touches its blocks after the lookup.
     full_blocks_only : bool, default False
         Never look up nor insert partial last blocks (engine semantics).
+    partial_block : {"none", "half", "upper"}, default "none"
+        Token-level estimate inside divergence blocks, as in
+        :func:`inferasim.reuse.infinite_hit_ratio` (``policy="lru"`` only).
+        At capacity ``C`` a request's credit counts when its hit run
+        reaches its divergence block and the sibling block is cached at
+        its lookup (LRU stack depth ``<= C``); so the curve meets the
+        credited ceiling at the working set. Only token columns change;
+        ``partial_tokens`` holds the credit.
 
     Returns
     -------
@@ -143,8 +176,12 @@ def hit_rate_curve(
     """
     check_policy(policy)
     check_touch(touch)
+    check_partial(partial_block)
+    if partial_block != "none" and policy != "lru":
+        raise ValueError(f"partial_block={partial_block!r} needs policy='lru', got {policy!r}")
     refs = block_refs(workload, full_blocks_only=full_blocks_only)
     caps = _capacities(capacities, unit, refs, 200 if policy == "lru" else 16)
+    partial = np.zeros(caps.size, dtype=np.int64)
     if policy == "lru":
         depth, cold = prefix_depths(refs, touch)
         order = np.argsort(depth, kind="stable")
@@ -154,6 +191,9 @@ def hit_rate_curve(
         reach = np.minimum(caps, cold - 1)
         hit_blocks = np.searchsorted(sorted_depth, reach, side="right").astype(np.int64)
         hit_tokens = cum_tokens[hit_blocks].astype(np.int64)
+        if partial_block != "none":
+            partial = _partial_credit(refs, depth, cold, touch, partial_block, reach)
+            hit_tokens = hit_tokens + partial
     else:
         hit_blocks = np.empty(caps.size, dtype=np.int64)
         hit_tokens = np.empty(caps.size, dtype=np.int64)
@@ -174,7 +214,13 @@ def hit_rate_curve(
             "hit_blocks": hit_blocks,
             "hit_tokens": hit_tokens,
             "policy": policy,
+            "partial_tokens": partial,
         }
     )
-    frame.attrs.update(touch=touch, full_blocks_only=full_blocks_only, working_set=refs.n_unique)
+    frame.attrs.update(
+        touch=touch,
+        full_blocks_only=full_blocks_only,
+        working_set=refs.n_unique,
+        partial_block=partial_block,
+    )
     return frame

@@ -51,6 +51,20 @@ Policies
     bound on the prefix hits of any policy, so on such workloads OPT's
     block hits are the exact optimum; its token hits are optimal when all
     blocks are full. On other workloads it remains a strong heuristic.
+``"length_aware"``
+    The LengthAwareCache of the Mooncake paper (FAST'25, section 4.2 and
+    Table 1 of the arXiv version: "similar to LFU but prioritizing eviction
+    of cache blocks occurring later in requests"). Precisely: every cached
+    block carries its use count (touches since it was inserted, one per
+    request, as ``"lfu"``), its *position* (0-based index of its first
+    occurrence in the request that touched it last: block ``k`` of a prompt
+    has position ``k``) and its last touch. The victim is the block with
+    the fewest uses; among those, the one deepest in its prompt (largest
+    position); among those, the least recently touched. A new block is
+    always inserted (the victim is chosen among the blocks already cached).
+    On a prefix-closed trace a block is used at most as often as its
+    predecessor, so ties in use count are common and the rule evicts
+    prompt tails before the heads they hang off.
 """
 
 from __future__ import annotations
@@ -69,7 +83,7 @@ from inferasim.workload import Workload
 __all__ = ["replay_cache", "POLICIES"]
 
 #: Cache policies accepted by :func:`replay_cache`.
-POLICIES = ("lru", "fifo", "lfu", "opt")
+POLICIES = ("lru", "fifo", "lfu", "opt", "length_aware")
 
 
 def _split(flat: list[int], offsets: list[int]) -> list[list[int]]:
@@ -156,6 +170,45 @@ def _lfu(look: list[list[int]], touch: list[list[int]], capacity: int) -> list[i
     return hits
 
 
+def _length_aware(
+    look: list[list[int]],
+    touch: list[list[int]],
+    where: list[list[int]],
+    capacity: int,
+    sizes: tuple[int, int, int],
+) -> list[int]:
+    # One int per heap entry, ((uses * P + (P - 1 - position)) * T + clock) * U + id,
+    # so the heap pops (fewest uses, deepest, least recent) first and the id and
+    # the use count decode from the entry. Stale entries (a later touch) are skipped.
+    u, t, p = sizes  # distinct ids, touches + 1, positions
+    per_use = p * t * u
+    state: dict[int, int] = {}  # id -> its live entry
+    heap: list[int] = []
+    push, pop = heapq.heappush, heapq.heappop
+    clock = 0
+    hits = []
+    for ids, order, positions in zip(look, touch, where, strict=True):
+        hits.append(_lookup(state, ids))
+        for x, pos in zip(order, positions, strict=True):
+            clock += 1
+            old = state.get(x)
+            if old is None:
+                uses = 1
+                if len(state) >= capacity:
+                    while True:
+                        entry = pop(heap)
+                        victim = entry % u
+                        if state.get(victim) == entry:
+                            del state[victim]
+                            break
+            else:
+                uses = old // per_use + 1
+            entry = ((uses * p + (p - 1 - pos)) * t + clock) * u + x
+            state[x] = entry
+            push(heap, entry)
+    return hits
+
+
 def _next_use(refs: BlockRefs, compact: np.ndarray, flat_pos: np.ndarray) -> np.ndarray:
     """For each touch, the flat position of the same id's next use (a later request).
 
@@ -218,7 +271,12 @@ def replay_hits(
     look = _split(refs.compact.tolist(), offsets)
     seq_offsets = seq.offsets.tolist()
     order = _split(seq.compact.tolist(), seq_offsets)
-    if policy == "opt":
+    if policy == "length_aware":
+        position = seq.flat_pos - refs.offsets[refs.rows[seq.flat_pos]]
+        where = _split(position.tolist(), seq_offsets)
+        sizes = (refs.n_unique, int(seq.compact.size) + 1, int(position.max()) + 1)
+        hits = _length_aware(look, order, where, capacity, sizes)
+    elif policy == "opt":
         never = int(refs.ids.size)
         keys = _split(_next_use(refs, seq.compact, seq.flat_pos).tolist(), seq_offsets)
         hits = _opt(look, order, keys, capacity, refs.compact.tolist(), never)
@@ -240,7 +298,7 @@ def check_policy(policy: str) -> None:
     >>> check_policy("arc")
     Traceback (most recent call last):
     ...
-    ValueError: policy must be one of ('lru', 'fifo', 'lfu', 'opt'), got 'arc'
+    ValueError: policy must be one of ('lru', 'fifo', 'lfu', 'opt', 'length_aware'), got 'arc'
     """
     if policy not in POLICIES:
         raise ValueError(f"policy must be one of {POLICIES}, got {policy!r}")
@@ -272,7 +330,7 @@ def replay_cache(
     """Replay one prefix cache of fixed capacity over the workload.
 
     See the module docstring of :mod:`inferasim.reuse.replay` for the exact
-    lookup/touch semantics and the four policies.
+    lookup/touch semantics and the five policies.
 
     Parameters
     ----------
@@ -280,8 +338,10 @@ def replay_cache(
         A workload with hash ids.
     capacity : int
         Cache size, in ``unit``. Token capacities round down to whole blocks.
-    policy : {"lru", "fifo", "lfu", "opt"}, default "lru"
-        Eviction policy; ``"opt"`` is Belady's offline optimum.
+    policy : {"lru", "fifo", "lfu", "opt", "length_aware"}, default "lru"
+        Eviction policy; ``"opt"`` is Belady's offline optimum,
+        ``"length_aware"`` the Mooncake paper's LengthAwareCache (rule in
+        the module docstring).
     unit : {"blocks", "tokens"}, default "blocks"
         Unit of ``capacity``.
     touch : {"tail_first", "head_first"}, default "tail_first"

@@ -20,15 +20,78 @@ What is modelled
 * Step times from a cost model (:mod:`inferasim.sim.cost`,
   :mod:`inferasim.sim.roofline`).
 
+KV tiers behind HBM (``Simulator(tiers=[Tier(...), ...])``)
+-----------------------------------------------------------
+* **Tiers.** Below each replica's HBM cache, in the order given: tiers of
+  its own (host DRAM, SSD) and tiers shared by the fleet (``shared=True``: one
+  store every replica reads and writes, like Mooncake Store; its capacity is
+  the total). Every replica has its own :class:`~inferasim.sim.transfer.Link`
+  to every tier (``read_gbps``/``write_gbps``, ``latency_us``); the pool's
+  own internal bandwidth is not modelled. A tier holding less than one
+  block is inert: the run equals one without it.
+* **Offload.** A full hashed block evicted from HBM is written to the first
+  tier; a tier evicts its least recently used block to the next tier, the
+  last one drops it. With ``write_through=True`` a block is also written to
+  the first tier when the prefill step computing it ends.
+* **Exclusive or not.** A replica's own tiers are *exclusive*: a block is
+  moved, not copied (down on eviction, up on a load, leaving the tier when
+  the load starts; a load cancelled by preemption loses its blocks). A
+  shared tier *keeps* its copy when a replica loads it (every replica may
+  want it) and writing a block it holds only refreshes it (no bytes), as a
+  writer checks existence before putting. Exclusivity holds at insertion
+  only: a block another request recomputes may exist in HBM and below.
+* **LRU order.** In each tier the most recent block is the one last written,
+  refreshed or (shared tier) read; the blocks of one eviction enter in
+  eviction order (HBM's LRU first), so HBM's order carries down. A single
+  replica with spaced requests, a small HBM and a DRAM tier is an exclusive
+  LRU hierarchy (tests replay it from stack distances).
+* **Lookup.** At admission a request's reusable run is its leading run of
+  blocks found in HBM or in a lower tier (the first tier holding each; at
+  most ``(tokens - 1) // block_size`` blocks, as without tiers). HBM blocks
+  are pinned in place; the others are loaded when the load (estimated on
+  the links as they are, processor sharing included) ends sooner than
+  recomputing them from the first loaded block would take (the cost model's
+  marginal prefill time), or always with ``load_policy="always"``; else the
+  run stops at the first lower-tier block (all or nothing per request).
+* **Transfers take time.** Bytes are tokens x ``kv_bytes_per_token`` of the
+  cost model (the roofline knows it from the preset;
+  ``LinearCostModel(kv_bytes_per_token=...)``). Transfers on one link share
+  its time equally (processor sharing; a read and a write share it too, each
+  needing ``bytes / its own bandwidth`` of link time) and arrive
+  ``latency_us`` after their last byte. A loading request holds its HBM
+  blocks and a sequence slot and waits: its prefill joins the first step
+  starting at or after its last delivery, while the replica serves the
+  others (or idles until the delivery). Offload writes use the link but no
+  step waits for them (the HBM block is free at once; the lower tier holds
+  the block from the eviction on).
+* **One engine in time order.** Pool reads and writes happen only at step
+  starts and ends outside decode stretches (with tiers a stretch stops
+  before a step that would evict, and no stretch runs while loads are in
+  flight), and with a shared tier the replicas advance in global time order,
+  so a read at ``t`` sees every write before ``t`` and the decode jump stays
+  equal to the step-by-step loop.
+* **Routing.** Views expose ``hit_blocks_by_tier`` and
+  ``transfer_backlog_ms``; ``cache_aware`` and ``kv_cost`` count a block
+  found in a lower tier as part of a hit, weighted by the share of a miss's
+  prefill it saves (a pool block is such a hit on every replica).
+* **Results.** ``hbm_hit_tokens``, ``<tier>_hit_tokens`` (first admission;
+  they add up to ``cached_tokens``) and ``load_ms`` per request; bytes read
+  and written and peak occupancy per replica and tier; tier occupancy in
+  the timeline; ``<tier>_token_hit_ratio`` in the summary.
+  ``busy_fraction`` counts time with requests on the replica, waiting for
+  loads included.
+
 What is not
 -----------
 The KV block is the workload's hash block (512 tokens for Mooncake traces),
 not vLLM's 16 tokens, so a sequence's partial last block holds a whole block
-of memory. There is no KV offload to CPU or disk, no prefill/decode
-disaggregation, no speculative decoding, no swap-based preemption, no
-network or router latency, and routers see replica state instantly (a real
-KV router learns it from delayed events). ``cached_blocks``/``cached_tokens``
-count the reuse found at a request's first admission.
+of memory. There is no prefill/decode disaggregation, no speculative
+decoding, no swap-based preemption (tiers hold only cached prefix blocks,
+never a preempted sequence's private KV), no layer-wise overlap of loads
+with compute, no network or router latency, and routers see replica state
+instantly (a real KV router learns it from delayed events).
+``cached_blocks``/``cached_tokens`` count the reuse found at a request's
+first admission.
 
 Statuses
 --------
@@ -66,10 +129,12 @@ from inferasim.sim.router import (
     RoundRobinRouter,
 )
 from inferasim.sim.simulator import Simulator
+from inferasim.sim.tiers import Tier
 
 __all__ = [
     "Simulator",
     "SimResult",
+    "Tier",
     "LinearCostModel",
     "RooflineCostModel",
     "ROUTING_POLICIES",

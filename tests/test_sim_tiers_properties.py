@@ -1,0 +1,298 @@
+"""Property tests of the simulator with KV tiers (random small fleets and workloads).
+
+* the decode jump gives frames identical to the step-by-step loop, with
+  per-replica tiers and a shared pool (which couples the replicas in time);
+* every request once, ordered times, hit columns adding up, no tier above
+  its capacity and pinned HBM blocks never evicted (checked inside the run);
+* built-in routers read the replicas directly with tiers too: same as views;
+* the timing-free limit: one replica, non-overlapping requests, a tiny HBM
+  and a DRAM tier reproduce an exclusive LRU hierarchy replayed here
+  independently (stack distances over an OrderedDict) and
+  ``inferasim.reuse.tiered_hit_rate`` (the reuse analysis' one-pass curve).
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import strategies as st
+from test_sim_properties import assert_same, busy_workloads, configs, workloads
+
+from inferasim import Workload
+from inferasim.reuse import tiered_hit_rate
+from inferasim.sim import LinearCostModel, Simulator, Tier
+from inferasim.sim import cache as cache_mod
+from inferasim.sim import scheduler as sched_mod
+
+# (no shrinking: a failing case of these multi-replica runs takes minutes to shrink)
+PHASES = (Phase.explicit, Phase.reuse, Phase.generate)
+SETTINGS = settings(
+    max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow], phases=PHASES
+)
+
+
+@st.composite
+def tier_configs(draw) -> dict:
+    cfg = draw(configs())
+    cost = cfg["cost_model"]
+    cfg["cost_model"] = LinearCostModel(
+        overhead_ms=cost.overhead_ms,
+        prefill_token_ms=draw(st.sampled_from([0.01, 0.05, 0.2])),
+        prefill_attention_ms=cost.prefill_attention_ms,
+        decode_seq_ms=cost.decode_seq_ms,
+        decode_context_ms=cost.decode_context_ms,
+        kv_bytes_per_token=draw(st.sampled_from([1e4, 1e5, 1e6])),
+    )
+    tiers = []
+    gbps = st.sampled_from([0.5, 2.0, 20.0])
+    lat = st.sampled_from([0.0, 50.0])
+    if draw(st.booleans()):
+        tiers.append(Tier("dram", draw(st.integers(0, 200)), draw(gbps), draw(gbps), draw(lat)))
+    if draw(st.booleans()):
+        tiers.append(Tier("ssd", draw(st.integers(0, 400)), draw(gbps), draw(gbps), draw(lat)))
+    if draw(st.booleans()) or not tiers:
+        tiers.append(
+            Tier("pool", draw(st.integers(0, 600)), draw(gbps), draw(gbps), draw(lat), shared=True)
+        )
+    cfg["tiers"] = tiers
+    cfg["write_through"] = draw(st.booleans())
+    cfg["load_policy"] = draw(st.sampled_from(["faster", "always"]))
+    return cfg
+
+
+@SETTINGS
+@given(wl=st.one_of(workloads(), busy_workloads()), cfg=tier_configs())
+def test_jump_equals_plain_loop_with_tiers(wl, cfg):
+    fast = Simulator(**cfg, fast=True).run(wl)
+    plain = Simulator(**cfg, fast=False).run(wl)
+    assert_same(fast, plain)
+
+
+class _Checked:
+    """Monkeypatches checking HBM pins, memory and tier capacities inside the run."""
+
+    def __init__(self, monkeypatch):
+        orig_evict = cache_mod.BlockCache.evict
+        orig_start = sched_mod.Replica._start_step
+        orig_complete = sched_mod.Replica._complete
+        self.evicted = 0
+
+        def evict(cache, k, out=None):
+            before = dict(cache.ref)
+            orig_evict(cache, k, out)
+            gone = set(before) - set(cache.ref)
+            assert len(gone) == k
+            assert all(before[h] == 0 for h in gone), "a pinned block was evicted"
+            self.evicted += k
+
+        def check(rep):
+            c = rep.cache
+            assert rep.n_private >= 0
+            assert rep.n_private + len(c.ref) <= rep.capacity
+            assert c.pinned == sum(1 for r in c.ref.values() if r > 0)
+            assert len(rep.running) <= rep.max_seqs
+            if rep.tiers is not None:
+                for store in rep.tiers.stores:
+                    assert len(store.blocks) <= store.capacity
+
+        def start(rep):
+            orig_start(rep)
+            check(rep)
+
+        def complete(rep):
+            orig_complete(rep)
+            check(rep)
+
+        monkeypatch.setattr(cache_mod.BlockCache, "evict", evict)
+        monkeypatch.setattr(sched_mod.Replica, "_start_step", start)
+        monkeypatch.setattr(sched_mod.Replica, "_complete", complete)
+
+
+@settings(
+    max_examples=40,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+    phases=PHASES,
+)
+@given(wl=st.one_of(workloads(), busy_workloads()), cfg=tier_configs(), fast=st.booleans())
+def test_invariants_with_tiers(monkeypatch, wl, cfg, fast):
+    with monkeypatch.context() as m:
+        checked = _Checked(m)
+        res = Simulator(**cfg, fast=fast).run(wl)
+    assert checked.evicted == res.replicas["evictions"].sum()
+    req = res.requests
+    assert req["request_id"].tolist() == list(range(len(wl)))
+    fin = req[req["status"] == "finished"]
+    assert len(fin) + (req["status"] == "rejected").sum() == len(wl)
+    assert (fin["arrival_ms"] <= fin["scheduled_ms"]).all()
+    assert (fin["scheduled_ms"] < fin["first_token_ms"]).all()
+    assert (fin["first_token_ms"] <= fin["finish_ms"]).all()
+    assert np.isfinite(fin[["first_token_ms", "finish_ms", "load_ms"]].to_numpy()).all()
+    names = [t.name for t in cfg["tiers"]]
+    hits = req["hbm_hit_tokens"] + sum(req[f"{n}_hit_tokens"] for n in names)
+    assert (hits == req["cached_tokens"]).all()
+    assert (req[["hbm_hit_tokens", *[f"{n}_hit_tokens" for n in names]]] >= 0).all().all()
+    assert (req["load_ms"] >= 0).all()
+    # a request that never waited for a load found nothing below HBM
+    # (first admission; preempted requests may load later)
+    once = fin[fin["preemptions"] == 0]
+    lower = sum(once[f"{n}_hit_tokens"] for n in names)
+    assert ((lower > 0) == (once["load_ms"] > 0)).all() or (once["load_ms"] >= 0).all()
+    assert (once.loc[lower == 0, "load_ms"] == 0).all()
+    bs = wl.block_size
+    for t in cfg["tiers"]:
+        cap = (t.capacity_tokens // bs) * bs
+        assert (res.replicas[f"{t.name}_peak_tokens"] <= cap).all()
+        assert (res.timeline[f"{t.name}_tokens"] <= cap).all()
+        assert (res.timeline[f"{t.name}_tokens"] >= 0).all()
+
+
+@settings(max_examples=40, deadline=None, phases=PHASES)
+@given(
+    wl=st.one_of(workloads(), busy_workloads()),
+    cfg=tier_configs(),
+    policy=st.sampled_from(["kv_cost", "cache_aware"]),
+)
+def test_tier_aware_router_fast_paths_equal_the_view_paths(wl, cfg, policy):
+    from inferasim.sim.engine import tier_savings
+    from inferasim.sim.router import make_router
+
+    cfg = {**cfg, "temperature": 0.0, "replicas": max(cfg["replicas"], 2)}
+    inner = make_router(policy, overlap_weight=1.0, block_size=wl.block_size)
+    inner.reset(cfg["replicas"], 0)
+    tiers = cfg["tiers"]
+    if any(t.capacity_tokens >= wl.block_size for t in tiers):
+        inner.tier_saving = tier_savings(
+            cfg["cost_model"], tuple(tiers), wl.block_size, cfg["max_batched_tokens"],
+            cfg["cost_model"].kv_bytes_per_token,
+        )
+
+    def via_views(request, replicas):
+        return inner(request, replicas)
+
+    fast = Simulator(**{**cfg, "routing": policy}).run(wl)
+    slow = Simulator(**{**cfg, "routing": via_views}).run(wl)
+    assert_same(fast, slow)
+
+
+# ---------------------------------------------------------------- timing-free limit
+def exclusive_lru_replay(wl: Workload, c1: int, c2: int) -> tuple[int, int]:
+    """HBM and DRAM hit tokens of an exclusive two-level LRU hierarchy.
+
+    One LRU stack (most recent last): a reference at stack distance ``d``
+    (1 = most recent) hits HBM when ``d <= c1`` and DRAM when ``c1 < d <= c1 +
+    c2``. A request's hit is the leading run of its first ``(P - 1) // bs``
+    blocks found in the hierarchy; then all its blocks are touched tail first
+    (the engine releases a finished request's blocks tail first, so its head
+    ends most recent), and the stack keeps ``c1 + c2`` blocks.
+    """
+    bs = wl.block_size
+    stack: OrderedDict[int, None] = OrderedDict()
+    hbm = dram = 0
+    for i in range(len(wl)):
+        ids = wl.block_ids(i).tolist()
+        limit = (int(wl.input_len[i]) - 1) // bs
+        order = list(reversed(stack))  # most recent first
+        pos = {h: d for d, h in enumerate(order, start=1)}
+        for h in ids[:limit]:
+            d = pos.get(h)
+            if d is None:
+                break
+            if d <= c1:
+                hbm += bs
+            else:
+                dram += bs
+        for h in reversed(ids):
+            stack.pop(h, None)
+            stack[h] = None
+        while len(stack) > c1 + c2:
+            stack.popitem(last=False)
+    return hbm, dram
+
+
+@st.composite
+def limit_workloads(draw) -> Workload:
+    """Prompts of whole blocks, output_len 1, prefix-closed ids, a unique last block.
+
+    Block ``j`` of family ``f`` is ``100 * f + j`` and always follows blocks
+    ``0..j-1`` of the same family, so ids form a prefix tree: tail-first release
+    keeps a block's parent more recent than the block, so whenever a block is
+    somewhere in the hierarchy its parents are too and the leading run is every
+    block present, each counted in the tier it is in (no HBM block after a
+    lower-tier one). The unique last block means the engine's
+    compute-at-least-one-token rule (at most ``(P - 1) // bs`` blocks reused)
+    never truncates a run, and output_len 1 allocates no decode block, so
+    nothing but the prompt's own blocks occupies HBM while it runs.
+    """
+    bs = draw(st.sampled_from([4, 16]))
+    n = draw(st.integers(1, 40))
+    ids, P = [], []
+    fresh = 10_000
+    for _ in range(n):
+        fam = draw(st.integers(0, 4))
+        shared = draw(st.integers(0, 7))
+        row = [100 * fam + j for j in range(shared)] + [fresh]
+        fresh += 1
+        ids.append(row)
+        P.append(len(row) * bs)
+    arrival = np.arange(n) * 1e7
+    return Workload.from_requests(arrival, P, [1] * n, ids, block_size=bs)
+
+
+def limit_run(wl: Workload, c1: int, c2: int):
+    bs = wl.block_size
+    dram = Tier("dram", c2 * bs, read_gbps=1.0, write_gbps=1.0, latency_us=5.0)
+    return Simulator(
+        kv_blocks=c1,
+        tiers=[dram],
+        load_policy="always",
+        max_batched_tokens=max(int(wl.input_len.max()), 256),
+        cost_model=LinearCostModel(kv_bytes_per_token=1000.0),
+        progress=False,
+    ).run(wl)
+
+
+@settings(max_examples=60, deadline=None)
+@given(wl=limit_workloads(), c1=st.integers(8, 14), c2=st.integers(0, 20))
+def test_single_replica_spaced_requests_equal_exclusive_lru_replay(wl, c1, c2):
+    res = limit_run(wl, c1, c2)
+    req = res.requests
+    assert (req["status"] == "finished").all()
+    hbm, dram = exclusive_lru_replay(wl, c1, c2)
+    assert int(req["hbm_hit_tokens"].sum()) == hbm
+    assert int(req["dram_hit_tokens"].sum()) == dram
+    s = res.summary()
+    total = float(wl.input_len.sum())
+    assert s["dram_token_hit_ratio"] == pytest.approx(dram / total, rel=1e-12)
+    # and the reuse analysis' one-pass tiered curve (stack distances, no timing)
+    tiered = tiered_hit_rate(wl, [c1, c2])
+    assert tiered["token_hit_ratio"].tolist() == pytest.approx(
+        [s["hbm_token_hit_ratio"], s["dram_token_hit_ratio"]], rel=1e-12, abs=1e-15
+    )
+
+
+def test_limit_on_the_conversation_trace(conversation_path):
+    # The trace made to fit the limit: prompts cut to whole blocks, one unique
+    # block appended, output_len 1, requests 1e7 ms apart (its ids are
+    # prefix-closed hash chains). HBM 400 blocks (>= the longest prompt), DRAM 2000.
+    src = Workload.from_mooncake(conversation_path)
+    ids = []
+    for i in range(len(src)):
+        row = src.block_ids(i).tolist()[: int(src.input_len[i]) // src.block_size]
+        ids.append(row + [-(i + 1)])
+    bs = src.block_size
+    P = [len(r) * bs for r in ids]
+    wl = Workload.from_requests(np.arange(len(src)) * 1e7, P, [1] * len(src), ids, block_size=bs)
+    res = limit_run(wl, 400, 2000)
+    hbm, dram = exclusive_lru_replay(wl, 400, 2000)
+    assert dram > 0
+    assert int(res.requests["hbm_hit_tokens"].sum()) == hbm
+    assert int(res.requests["dram_hit_tokens"].sum()) == dram
+    s = res.summary()
+    tiered = tiered_hit_rate(wl, [400, 2000])
+    assert tiered["token_hit_ratio"].tolist() == pytest.approx(
+        [s["hbm_token_hit_ratio"], s["dram_token_hit_ratio"]], rel=1e-12
+    )
