@@ -255,3 +255,79 @@ def test_earlier_outputs_never_change_when_the_widget_resimulates(workloads):
     assert w.sim_output.outputs != first_outputs
     with pytest.raises(RuntimeError, match="simulate"):
         cache_sizing(workloads).snapshot()
+
+
+# ------------------------------------------------------------- KV tiers (issue 8)
+
+
+def test_tiered_widget_hbm_comes_from_the_model_and_can_be_overridden(workloads):
+    from inferasim.sim import RooflineCostModel
+    from inferasim.widgets import tiered_cache_sizing
+
+    w = tiered_cache_sizing(workloads, model="llama-3.1-8b", gpu="h100-80gb", dram_tokens=1e5)
+    model_tokens = RooflineCostModel("llama-3.1-8b", "h100-80gb").kv_capacity_blocks(512) * 512
+    assert w.capacities()["hbm"] == model_tokens
+    assert f"{model_tokens:,}</b> tokens (from the model)" in w.readout.value
+    w.controls["hbm"].value = 1e5
+    assert w.capacities()["hbm"] == 1e5 and "(overridden)" in w.readout.value
+    # a bigger model leaves less HBM for KV on the same GPU
+    big = tiered_cache_sizing(workloads, model="llama-3.1-70b", gpu="h100-80gb", tp=4)
+    assert big.capacities()["hbm"] == RooflineCostModel(
+        "llama-3.1-70b", "h100-80gb", tp=4).kv_capacity_blocks(512) * 512
+
+
+@pytest.mark.parametrize(("hbm", "dram", "pool"), [(2e4, 5e4, 0.0), (1e4, 1.5e5, 3e5), (5e4, 0.0, 1e5)])
+def test_tier_shares_equal_the_reuse_modules_tiered_replay(workloads, hbm, dram, pool):
+    # The widget derives every tier's share from one LRU curve (differences at
+    # cumulative capacities); reuse.tiered_hit_rate is the reuse branch's own
+    # implementation of the exclusive hierarchy, checked there against a replay.
+    from inferasim.widgets import tiered_cache_sizing
+
+    w = tiered_cache_sizing(workloads, dram_tokens=dram, pool_tokens=pool)
+    w.controls["hbm"].value = hbm  # a stop of the slider
+    for trace, wl in workloads.items():
+        w.controls["trace"].value = trace
+        cap = w.capacities()
+        blocks = [int(cap[k] // 512) for k in ("hbm", "dram", "pool")]
+        ref = reuse.tiered_hit_rate(wl, blocks)["token_hit_ratio"].tolist()
+        got = w.shares
+        assert [got["hbm"], got["dram"], got["pool"]] == pytest.approx(ref, abs=1e-12)
+        assert f"{got['dram']:.1%}" in w.readout.value
+
+
+def test_stacked_view_grows_with_dram_and_stays_under_the_ceiling(workloads):
+    from inferasim.widgets import tiered_cache_sizing
+
+    w = tiered_cache_sizing(workloads, pool_tokens=2e5)
+    frame = w.stack_curve()
+    ceiling = workloads["skewed"].describe()["infinite_token_hit_ratio"]
+    assert frame["hbm"].nunique() == 1  # HBM fixed: its share does not move with DRAM
+    local = (frame["hbm"] + frame["dram"]).to_numpy()
+    total = local + frame["pool"].to_numpy()
+    assert np.all(np.diff(local) >= -1e-12) and np.all(np.diff(total) >= -1e-12)
+    assert total.max() <= ceiling + 1e-12
+    assert frame["dram"].iloc[0] == 0.0  # no DRAM, no DRAM hits
+    image = w.stack_image.value
+    w.controls["pool"].value = 0.0
+    assert w.stack_curve()["pool"].eq(0).all() and w.stack_image.value != image
+
+
+def test_tiered_simulation_splits_hits_by_tier_and_compares_with_hbm_only(workloads):
+    from inferasim.widgets import tiered_cache_sizing
+
+    w = tiered_cache_sizing(workloads, dram_tokens=1e5, pool_tokens=2e5, replicas=2)
+    w.controls["hbm"].value = 2e4  # a small HBM so the lower tiers matter
+    res = w.simulate()
+    s, b = res.summary(), w.baseline.summary()
+    assert [t.name for t in w.tiers()] == ["dram", "pool"]
+    parts = s["hbm_token_hit_ratio"] + s["dram_token_hit_ratio"] + s["pool_token_hit_ratio"]
+    assert parts == pytest.approx(s["token_hit_ratio"], abs=1e-12)
+    assert "dram_token_hit_ratio" not in b.index  # the baseline has HBM only
+    assert s["token_hit_ratio"] >= b["token_hit_ratio"]  # more cache never hurts here
+    text = w.sim_text()
+    assert f"<b>{s['token_hit_ratio']:.1%}</b>" in text and f"<b>{b['token_hit_ratio']:.1%}</b>" in text
+    assert f"{s['load_ms_mean']:,.1f}</b> ms" in text and "TTFT p50" in text
+    assert len(w.sim_output.outputs) == 2
+    w.controls["dram"].value = 0.0
+    w.controls["pool"].value = 0.0
+    assert w.tiers() == [] and "settings changed" in w.status.value
