@@ -1,18 +1,27 @@
-"""The ``inferasim`` command: ``describe``, ``simulate`` and ``figures``."""
+"""The ``inferasim`` command: ``describe``, ``simulate`` and ``figures``.
+
+Errors are one line on stderr: ``inferasim <command>: error: ...`` with exit
+status 2 for a usage error (bad or conflicting options), ``inferasim: error:
+...`` with exit status 1 when the work itself fails (a missing or corrupt
+file, an invalid setting). ``--debug`` shows the traceback instead.
+
+A subcommand implemented elsewhere is a module with ``add_arguments(parser)``
+and ``run(args) -> int``, listed in ``_EXTERNAL``.
+"""
 
 from __future__ import annotations
 
 import argparse
 import os
 import sys
+import traceback
 from collections.abc import Sequence
 from importlib import import_module
 
+from inferasim._cli_workload import add_workload_arguments, check_workload_arguments
 from inferasim._format import format_summary
-from inferasim.errors import TraceNotFoundError, WorkloadError
-from inferasim.workload.loaders import add_workload_arguments, workload_from_args
 
-__all__ = ["main"]
+__all__ = ["build_parser", "main"]
 
 # Subcommands implemented elsewhere: module with add_arguments(parser) and run(args).
 _EXTERNAL = {
@@ -21,11 +30,48 @@ _EXTERNAL = {
 }
 
 
+class _HelpFormatter(argparse.HelpFormatter):
+    """Every option's help ends with its default (unless it already names one)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        if (
+            "default" not in text
+            and not any(action.default is v for v in (None, False, argparse.SUPPRESS))
+            and (action.option_strings or action.nargs in (argparse.OPTIONAL, argparse.ZERO_OR_MORE))
+        ):
+            text += " (default: %(default)s)"
+        return text
+
+
+class _Parser(argparse.ArgumentParser):
+    """An argument parser whose usage errors are one line on stderr, exit status 2."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+_DEBUG_HELP = "show the full traceback when the command fails"
+
+
+def _add_debug(parser: argparse.ArgumentParser) -> None:
+    """``--debug`` after the subcommand too (``inferasim simulate --debug``)."""
+    parser.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=_DEBUG_HELP)
+
+
+def _version() -> str:
+    from inferasim import __version__
+
+    return __version__
+
+
 def _describe(args: argparse.Namespace) -> int:
+    from inferasim._cli_workload import workload_from_args
+
     wl = workload_from_args(args)
-    print(format_summary(wl.describe(), title=wl._header()))
-    if not wl.has_hash_ids:
-        print("\nno hash ids in this source: it carries no prefix-reuse information")
+    d = wl.describe()
+    notes = [] if wl.has_hash_ids else ["no hash ids in this source: it carries no prefix-reuse information"]
+    print(format_summary(d, title=wl._header(), notes=notes))
     return 0
 
 
@@ -48,56 +94,112 @@ def _traces(args: argparse.Namespace) -> int:
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     """The argument parser of the ``inferasim`` command.
+
+    Parameters
+    ----------
+    argv : sequence of str, optional
+        The arguments about to be parsed. When given, only the subcommand
+        they name loads its module (``inferasim describe`` never imports
+        matplotlib for ``figures``); the others are listed with their help
+        line. By default every subcommand is complete.
 
     Examples
     --------
     >>> build_parser().parse_args(["describe", "conversation"]).source
     'conversation'
     """
-    parser = argparse.ArgumentParser(
-        prog="inferasim", description="What does prefix KV-cache reuse do to LLM serving?"
+    wanted = None if argv is None else {a for a in argv if not a.startswith("-")}
+    parser = _Parser(
+        prog="inferasim",
+        description="What does prefix KV-cache reuse do to LLM serving?",
+        formatter_class=_HelpFormatter,
     )
-    sub = parser.add_subparsers(dest="command", required=True)
-    describe = sub.add_parser("describe", help="print a workload's summary table")
+    parser.add_argument("--version", action="version", version=f"inferasim {_version()}")
+    parser.add_argument("--debug", action="store_true", help=_DEBUG_HELP)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    describe = sub.add_parser(
+        "describe",
+        help="print a workload's summary table",
+        description="Print a workload's summary: sizes, lengths and the reuse ceiling.",
+        formatter_class=_HelpFormatter,
+    )
     add_workload_arguments(describe)
-    describe.set_defaults(func=_describe)
-    sub.add_parser("traces", help="list the known traces and where each is").set_defaults(
-        func=_traces
+    _add_debug(describe)
+    describe.set_defaults(func=_describe, parser=describe)
+    traces = sub.add_parser(
+        "traces",
+        help="list the known traces and where each is",
+        description="List the known traces: where each was found, or where to put it.",
+        formatter_class=_HelpFormatter,
     )
+    _add_debug(traces)
+    traces.set_defaults(func=_traces, parser=traces)
     for name, (module, help_text) in _EXTERNAL.items():
+        if wanted is not None and name not in wanted:
+            sub.add_parser(name, help=help_text)  # listed; loaded when it is the command
+            continue
         try:
             mod = import_module(module)
-        except ImportError:
+        except ImportError:  # pragma: no cover - a subcommand whose module is gone
             continue
-        p = sub.add_parser(name, help=help_text)
+        p = sub.add_parser(
+            name,
+            help=help_text,
+            description=help_text[0].upper() + help_text[1:] + ".",
+            formatter_class=_HelpFormatter,
+        )
         mod.add_arguments(p)
-        p.set_defaults(func=mod.run)
+        _add_debug(p)
+        p.set_defaults(func=mod.run, parser=p)
     return parser
 
 
+def _one_line(exc: BaseException) -> str:
+    """The exception's message on one line (its lines joined by '; ')."""
+    text = str(exc) or type(exc).__name__
+    return "; ".join(line.strip() for line in text.splitlines() if line.strip())
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line; returns the exit status.
+    """Run the command line; returns the exit status (0 ok, 1 error, 2 usage).
 
     Examples
     --------
     >>> main(["describe", "--num-requests", "20"])  # doctest: +ELLIPSIS
-    Workload from synthetic: 20 requests, block_size=512
+    Workload from generator (seed 0): 20 requests, block_size=512
       requests ...
     0
     """
-    args = build_parser().parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as stop:  # --help, --version and usage errors
+        return int(stop.code or 0) if not isinstance(stop.code, str) else 2
+    if hasattr(args, "source") and hasattr(args, "generate"):
+        problem = check_workload_arguments(args)
+        if problem is not None:
+            try:
+                args.parser.error(problem)
+            except SystemExit as stop:
+                return int(stop.code or 2)
     try:
         return int(args.func(args) or 0)
-    except (WorkloadError, TraceNotFoundError, FileNotFoundError, ValueError) as exc:
-        print(f"inferasim: error: {exc}", file=sys.stderr)
-        return 2
     except BrokenPipeError:  # output piped into `head` and the like: stop quietly
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
+    except KeyboardInterrupt:
+        print("inferasim: interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:
+        if args.debug:
+            traceback.print_exc()
+        else:
+            # Expected failures speak for themselves; anything else names its type.
+            plain = isinstance(exc, (ValueError, OSError, LookupError))
+            kind = "" if plain else f"{type(exc).__module__}.{type(exc).__qualname__}: "
+            print(f"inferasim: error: {kind}{_one_line(exc)}", file=sys.stderr)
+        return 1

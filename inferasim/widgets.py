@@ -7,16 +7,24 @@ updates on every change from a curve computed once per (trace, policy) in
 one pass over the trace (:func:`inferasim.reuse.hit_rate_curve` on a dense
 capacity grid), so moving the slider only moves a marker. The "simulate"
 button runs :class:`inferasim.Simulator` and shows TTFT/TPOT distributions and
-per-replica load.
+per-replica load in the widget's own output area: a cell that showed an
+earlier result (:meth:`CacheSizing.snapshot`) keeps showing it.
+
+The capacity slider steps through round capacities (1, 1.5, 2, 3, 4, 5 and
+7 per decade, from 10k to 100M tokens), so a capacity is exactly what the
+readout says (3e6 stays 3,000,000); a capacity set from code that is not
+on the list is added to it.
 
 Figures are plain matplotlib figures rendered to PNG into ``Image`` widgets,
 so the widget works with any matplotlib backend, and headless: tests set
 ``widget.controls[...].value`` and read ``widget.marker.get_xdata()``,
 ``widget.hit_ratio``, ``widget.readout.value`` or ``widget.result``.
+``widget.capacity_tokens = x`` sets any capacity in range.
 """
 
 from __future__ import annotations
 
+import base64
 import io
 import time
 from collections.abc import Mapping, Sequence
@@ -39,7 +47,14 @@ from inferasim.figures import (
 )
 from inferasim.workload import Workload
 
-__all__ = ["CacheSizing", "cache_sizing"]
+__all__ = [
+    "CacheSizing",
+    "TieredCacheSizing",
+    "cache_sizing",
+    "capacity_options",
+    "tier_shares",
+    "tiered_cache_sizing",
+]
 
 #: Policies offered by the widget (``opt`` is the offline optimum: reuse analysis only).
 WIDGET_POLICIES: tuple[str, ...] = ("lru", "fifo", "lfu", "opt")
@@ -51,6 +66,8 @@ WIDGET_ROUTINGS: tuple[str, ...] = (
     "cache_aware",
     "kv_cost",
 )
+#: Round capacities per decade offered by the capacity slider (mantissas).
+CAPACITY_STEPS: tuple[float, ...] = (1.0, 1.5, 2.0, 3.0, 4.0, 5.0, 7.0)
 #: Points per decade of the precomputed LRU hit-rate curves (one pass); the
 #: replayed policies use :func:`inferasim.figures.curve_points`.
 CURVE_POINTS_PER_DECADE: int = 24
@@ -74,23 +91,55 @@ def _png(fig: Figure, dpi: int = 96, *, relayout: bool = True) -> bytes:
     return buf.getvalue()
 
 
+def capacity_options(low: float = CAPACITY_RANGE[0], high: float = CAPACITY_RANGE[1]) -> list[float]:
+    """The slider's capacities (tokens): :data:`CAPACITY_STEPS` in every decade from ``low`` to ``high``.
+
+    Examples
+    --------
+    >>> capacity_options(1e4, 1e5)
+    [10000.0, 15000.0, 20000.0, 30000.0, 40000.0, 50000.0, 70000.0, 100000.0]
+    """
+    out = []
+    for exp in range(int(np.floor(np.log10(low))), int(np.ceil(np.log10(high))) + 1):
+        for m in CAPACITY_STEPS:
+            v = float(m * 10**exp)
+            if low <= v <= high:
+                out.append(v)
+    return out
+
+
+def _tokens_label(tokens: float) -> str:
+    """A capacity as the slider shows it: ``3M``, ``150k``, ``1.5M``, ``12,345``."""
+    for unit, scale in (("M", 1e6), ("k", 1e3)):
+        if tokens >= scale and (tokens / scale * 10).is_integer():
+            return f"{tokens / scale:g}{unit}"
+    return f"{tokens:,.0f}"
+
+
 class CacheSizing(W.VBox):
     """Cache-sizing controls and live plots; build one with :func:`cache_sizing`.
 
     Attributes
     ----------
     controls : dict of str to ipywidgets.Widget
-        ``trace``, ``capacity`` (tokens, log slider), ``policy``,
+        ``trace``, ``capacity`` (tokens per replica: a slider over round
+        capacities, values exact), ``policy``,
         ``replicas``, ``routing``, ``load`` (arrival-rate multiplier) and the
         ``simulate`` button.
     hit_figure : matplotlib.figure.Figure
         The hit-rate view; ``curve_line`` and ``marker`` are its artists.
     readout : ipywidgets.HTML
-        The hit ratio at the chosen capacity, in words.
+        The hit ratio at the chosen capacity, each number named.
     result : SimResult or None
         The last simulation, or None before the first click.
     sim_figure : matplotlib.figure.Figure
         TTFT and TPOT ECDFs and per-replica load of the last simulation.
+    sim_output : ipywidgets.Output
+        The widget's own output area holding the last simulation's plots and
+        text (replaced on every run; nothing outside the widget changes).
+    sim_text : str
+        The last simulation's numbers in words (HTML), as shown in
+        ``sim_output``.
 
     Examples
     --------
@@ -119,19 +168,22 @@ class CacheSizing(W.VBox):
         self._relayout = True
         self.result: Any = None
         self.result_settings: dict[str, Any] | None = None
-        lo, hi = np.log10(CAPACITY_RANGE[0]), np.log10(CAPACITY_RANGE[1])
+        self.sim_png: bytes = b""
+        self.sim_text: str = ""
+        options = capacity_options()
+        if float(capacity_tokens) not in options:
+            options = sorted([*options, float(capacity_tokens)])
         self.controls: dict[str, W.Widget] = {
             "trace": W.Dropdown(options=list(self.workloads), description="trace"),
-            "capacity": W.FloatLogSlider(
+            "capacity": W.SelectionSlider(
+                options=[(_tokens_label(v), v) for v in options],
                 value=float(capacity_tokens),
-                base=10,
-                min=lo,
-                max=hi,
-                step=0.05,
-                description="cache (tokens)",
-                readout_format=".3s",
-                continuous_update=True,
+                description="cache per replica (tokens)",
+                # One redraw when the handle is released: the plot (a PNG) and
+                # the readout always show the same capacity.
+                continuous_update=False,
                 style={"description_width": "initial"},
+                layout={"width": "420px"},
             ),
             "policy": W.Dropdown(
                 options=[(label(p), p) for p in policies], value=policy, description="eviction"
@@ -157,8 +209,7 @@ class CacheSizing(W.VBox):
         )
         self.status = W.HTML("press <b>simulate</b> to run the fleet simulator")
         self.hit_image = W.Image(format="png")
-        self.sim_image = W.Image(format="png")
-        self.sim_table = W.HTML()
+        self.sim_output = W.Output()
         self._build_hit_figure()
         self._build_sim_figure()
 
@@ -175,7 +226,7 @@ class CacheSizing(W.VBox):
         self.sim_progress = W.Output()
         run = W.HBox([c["simulate"], self.progress, self.status, self.sim_progress])
         super().__init__(
-            [analysis, self.readout, self.hit_image, fleet, run, self.sim_image, self.sim_table]
+            [analysis, self.readout, self.hit_image, fleet, run, self.sim_output]
         )
         self._on_curve_change()
 
@@ -231,6 +282,23 @@ class CacheSizing(W.VBox):
         100000.0
         """
         return float(self.controls["capacity"].value)
+
+    @capacity_tokens.setter
+    def capacity_tokens(self, tokens: float) -> None:
+        """Set the capacity (tokens), adding it to the slider's stops if needed."""
+        tokens = float(tokens)
+        if not CAPACITY_RANGE[0] <= tokens <= CAPACITY_RANGE[1]:
+            raise ValueError(
+                f"capacity_tokens must be in [{CAPACITY_RANGE[0]:g}, {CAPACITY_RANGE[1]:g}], got {tokens!r}"
+            )
+        slider = self.controls["capacity"]
+        values = [v for _, v in slider.options]
+        if tokens not in values:
+            current = slider.value
+            with slider.hold_trait_notifications():
+                slider.options = [(_tokens_label(v), v) for v in sorted([*values, tokens])]
+                slider.value = current
+        slider.value = tokens
 
     @property
     def hit_ratio(self) -> float:
@@ -330,9 +398,11 @@ class CacheSizing(W.VBox):
         block = self.workload.block_size
         share = hit / ceiling if ceiling else float("nan")
         self.readout.value = (
-            f"<b>{label(self.controls['policy'].value)}</b> cache of <b>{cap:,.0f}</b> tokens "
-            f"({int(cap // block):,} blocks of {block}): token hit ratio <b>{hit:.1%}</b>, "
-            f"{share:.0%} of the {ceiling:.1%} an infinite cache reaches"
+            f"one <b>{label(self.controls['policy'].value)}</b> cache of <b>{cap:,.0f}</b> tokens "
+            f"({int(cap // block):,} blocks of {block} tokens), replaying the whole "
+            f"{self.controls['trace'].value} trace: token hit ratio <b>{hit:.1%}</b> "
+            f"(reuse analysis); an infinite cache: {ceiling:.1%}, so this size gets "
+            f"{share:.0%} of the reuse there is"
         )
         self.hit_image.value = _png(self.hit_figure, relayout=self._relayout)
         self._relayout = False
@@ -427,6 +497,7 @@ class CacheSizing(W.VBox):
             button.disabled = False
         elapsed = time.perf_counter() - start
         self.result_settings = s
+        self._sim_run = (wl, eviction)  # what the simulator actually replayed, and how
         self.progress.value = 1.0
         self.progress.bar_style = "success"
         note = (
@@ -472,7 +543,8 @@ class CacheSizing(W.VBox):
         from inferasim import plots
 
         req = self.result.requests
-        routing = self.result_settings["routing"]
+        s = self.result_settings
+        routing = s["routing"]
         with style.paper_style():
             for ax in self.sim_axes:
                 ax.clear()
@@ -484,14 +556,73 @@ class CacheSizing(W.VBox):
                 ax.set_title(f"{metric[:4].upper()} p99: {q[metric]:,.0f} ms")
             plots.plot_replica_load(self.result, ax=c, color=style.color(routing))
             c.set_title("requests per replica")
-        self.sim_image.value = _png(self.sim_figure)
-        hit = float(req["cached_tokens"].sum() / req["input_len"].sum())
-        table = self.summary().map(lambda v: f"{v:,.1f}")
-        self.sim_table.value = (
-            f"<p>simulated token hit ratio <b>{hit:.1%}</b> "
-            f"(the reuse analysis above says {self.hit_ratio:.1%} for one cache of this size)</p>"
-            + table.to_html()
+        self.sim_png = _png(self.sim_figure)
+        self.sim_text = self._sim_text()
+        table = self.summary().map(lambda v: f"{v:,.1f}").rename_axis("latency (ms)")
+        # Replace the widget's own output area: nothing shown elsewhere changes.
+        self.sim_output.outputs = (
+            _display_data({"image/png": base64.b64encode(self.sim_png).decode("ascii"),
+                           "text/plain": "<simulation plots>"}),
+            _display_data({"text/html": self.sim_text + table.to_html(),
+                           "text/plain": self.sim_text}),
         )
+
+    def _sim_text(self) -> str:
+        """The last simulation's numbers, each named, next to the reuse analysis of the same run."""
+        from inferasim.reuse import hit_rate_curve as reuse_curve
+
+        s = self.result_settings
+        req = self.result.requests
+        wl, eviction = self._sim_run
+        routed = req[req["replica"] >= 0]
+        hit = float(routed["cached_tokens"].sum() / max(int(routed["input_len"].sum()), 1))
+        cap = s["kv_blocks"] * wl.block_size
+        one = float(
+            reuse_curve(wl, [s["kv_blocks"]], policy=eviction, full_blocks_only=True)[
+                "token_hit_ratio"
+            ].iloc[0]
+        )
+        scope = (
+            f"the first {self.sim_window_ms / 60_000:g} min of {s['trace']}"
+            if self.sim_window_ms is not None
+            else f"the whole {s['trace']} trace"
+        )
+        return (
+            f"<p>simulated {len(req):,} requests ({scope}, load x{s['load']:g}) on "
+            f"<b>{s['replicas']}</b> replicas, {label(s['routing'])} routing, "
+            f"{label(eviction)} cache of {cap:,} tokens each: fleet token hit ratio "
+            f"<b>{hit:.1%}</b>. One {label(eviction)} cache of that size over the same "
+            f"requests (reuse analysis): {one:.1%}; the two agree when the cache is large and "
+            f"requests do not overlap (the simulator caches whole blocks only, and its running "
+            f"requests share the cache's memory).</p>"
+        )
+
+    def snapshot(self) -> Any:
+        """A static copy of the last simulation's plots, for showing in a notebook cell.
+
+        Unlike the widget, it never changes when the widget simulates again.
+
+        Returns
+        -------
+        IPython.display.Image
+
+        Examples
+        --------
+        >>> w = cache_sizing({"demo": _demo_workload()}, capacity_tokens=1e5, replicas=2)
+        >>> _ = w.simulate()
+        >>> w.snapshot().data[:4] == b"\\x89PNG"
+        True
+        """
+        from IPython.display import Image
+
+        if self.result is None:
+            raise RuntimeError("no simulation yet: call simulate() first")
+        return Image(data=self.sim_png, format="png")
+
+
+def _display_data(data: dict[str, str]) -> dict[str, Any]:
+    """One ``display_data`` output of an ``ipywidgets.Output``."""
+    return {"output_type": "display_data", "data": data, "metadata": {}}
 
 
 def _demo_workload() -> Workload:
@@ -597,4 +728,467 @@ def cache_sizing(
         sim_window_ms=sim_window_ms,
         policies=policies,
         routings=routings,
+    )
+
+
+# ------------------------------------------------------------------ KV tiers
+#: Link speeds of the tiered widget's tiers (GB/s, µs): host DRAM over PCIe,
+#: the pool over RDMA (the README's tiered example).
+TIER_LINKS: dict[str, dict[str, float]] = {
+    "dram": {"read_gbps": 50.0, "write_gbps": 50.0, "latency_us": 5.0},
+    "pool": {"read_gbps": 25.0, "write_gbps": 25.0, "latency_us": 10.0},
+}
+#: Tier colours of the stacked view.
+_TIER_COLORS = {"hbm": "#0072B2", "dram": "#009E73", "pool": "#E69F00"}
+
+
+def tier_shares(
+    curve: pd.DataFrame, hbm_tokens: float, dram_tokens: float, pool_tokens: float, block_size: int
+) -> dict[str, float]:
+    """Token hit ratio served by HBM, DRAM and the pool of one exclusive LRU hierarchy.
+
+    In an exclusive LRU hierarchy with promotion on hit, a reference at LRU
+    stack depth ``d`` is served by the tier whose cumulative capacity first
+    reaches ``d`` (see :func:`inferasim.reuse.tiered_hit_rate`), so the share
+    of tier ``k`` is the single-cache LRU hit ratio at ``C0 + ... + Ck``
+    minus the one at ``C0 + ... + C(k-1)``: every point of the stacked view
+    comes from one LRU curve.
+
+    Parameters
+    ----------
+    curve : pandas.DataFrame
+        :func:`inferasim.reuse.hit_rate_curve` (LRU) with every needed
+        cumulative capacity (blocks) among its ``capacity_blocks``.
+    hbm_tokens, dram_tokens, pool_tokens : float
+        Tier capacities in tokens (rounded down to whole blocks each).
+    block_size : int
+
+    Examples
+    --------
+    >>> from inferasim import reuse
+    >>> wl = _demo_workload()
+    >>> curve = reuse.hit_rate_curve(wl, [1, 3, 5])
+    >>> s = tier_shares(curve, 512, 1024, 1024, wl.block_size)
+    >>> round(sum(s.values()), 12) == round(float(curve["token_hit_ratio"].iloc[2]), 12)
+    True
+    """
+    ratio = dict(
+        zip(curve["capacity_blocks"].astype(int), curve["token_hit_ratio"].astype(float), strict=True)
+    )
+    c0 = int(hbm_tokens // block_size)
+    c1 = c0 + int(dram_tokens // block_size)
+    c2 = c1 + int(pool_tokens // block_size)
+    at = {c: (ratio[c] if c else 0.0) for c in (c0, c1, c2)}
+    return {"hbm": at[c0], "dram": at[c1] - at[c0], "pool": at[c2] - at[c1]}
+
+
+class TieredCacheSizing(W.VBox):
+    """Sizing HBM, DRAM per replica and a shared pool; build one with :func:`tiered_cache_sizing`.
+
+    Attributes
+    ----------
+    controls : dict of str to ipywidgets.Widget
+        ``trace``, ``hbm`` (KV tokens per replica, from the model preset
+        unless moved), ``dram`` (tokens per replica, 0 = none), ``pool``
+        (tokens in all, 0 = none), ``replicas``, ``routing``, ``simulate``.
+    shares : dict of str to float
+        Token hit ratio served by each tier (reuse analysis of one replica's
+        hierarchy over the whole trace) at the current settings.
+    stack_figure : matplotlib.figure.Figure
+        Where the hits come from (HBM / DRAM / pool) against DRAM per replica.
+    result, baseline : SimResult or None
+        The last tiered simulation and the same fleet with HBM only.
+    sim_output : ipywidgets.Output
+        The widget's own area for the simulation (replaced on every run).
+
+    Examples
+    --------
+    >>> w = tiered_cache_sizing({"demo": _demo_workload()}, dram_tokens=1e5)
+    >>> sorted(w.controls)
+    ['dram', 'hbm', 'pool', 'replicas', 'routing', 'simulate', 'trace']
+    """
+
+    def __init__(
+        self,
+        workloads: Mapping[str, Workload],
+        *,
+        model: str,
+        gpu: str,
+        tp: int,
+        dram_tokens: float,
+        pool_tokens: float,
+        replicas: int,
+        routing: str,
+        sim_window_ms: float | None,
+    ) -> None:
+        from inferasim.sim.roofline import RooflineCostModel
+
+        self.workloads = dict(workloads)
+        self.cost_model = RooflineCostModel(model, gpu, tp=tp)
+        self.model_label = f"{model} on {gpu}" + (f", tp={tp}" if tp > 1 else "")
+        self.sim_window_ms = sim_window_ms
+        self.result: Any = None
+        self.baseline: Any = None
+        self.sim_png: bytes = b""
+        self._curves: dict[tuple[str, int, int], pd.DataFrame] = {}
+        self._ceilings: dict[str, float] = {}
+        first = next(iter(self.workloads.values()))
+        self.model_hbm_tokens = float(self.cost_model.kv_capacity_blocks(first.block_size) * first.block_size)
+
+        def slider(value: float, description: str, zero: bool, high: float) -> W.SelectionSlider:
+            values = capacity_options(CAPACITY_RANGE[0], high)
+            values = sorted({*values, float(value)} | ({0.0} if zero else set()))
+            return W.SelectionSlider(
+                options=[(_tokens_label(v) if v else "none", v) for v in values],
+                value=float(value),
+                description=description,
+                continuous_update=False,
+                style={"description_width": "initial"},
+                layout={"width": "380px"},
+            )
+
+        self.controls: dict[str, W.Widget] = {
+            "trace": W.Dropdown(options=list(self.workloads), description="trace"),
+            "hbm": slider(self.model_hbm_tokens, "HBM KV per replica", False, CAPACITY_RANGE[1]),
+            "dram": slider(dram_tokens, "DRAM per replica", True, CAPACITY_RANGE[1]),
+            "pool": slider(pool_tokens, "shared pool", True, 1e9),
+            "replicas": W.IntSlider(value=int(replicas), min=1, max=32, description="replicas"),
+            "routing": W.Dropdown(
+                options=[(label(r), r) for r in WIDGET_ROUTINGS], value=routing, description="routing"
+            ),
+            "simulate": W.Button(description="simulate", button_style="primary", icon="play"),
+        }
+        self.readout = W.HTML()
+        self.status = W.HTML("press <b>simulate</b> to run the fleet with and without the tiers")
+        self.stack_image = W.Image(format="png")
+        self.sim_output = W.Output()
+        with style.paper_style():
+            self.stack_figure = Figure(figsize=(style.DOUBLE[0], 2.6), layout="constrained")
+            self.stack_ax = self.stack_figure.add_subplot()
+            self.sim_figure = Figure(figsize=(style.DOUBLE[0], 2.2), layout="constrained")
+            self.sim_axes = self.sim_figure.subplots(1, 2)
+        c = self.controls
+        for name in ("trace", "hbm", "dram", "pool"):
+            c[name].observe(self._redraw, names="value")
+        c["simulate"].on_click(lambda _button: self.simulate())
+        super().__init__(
+            [
+                W.HBox([c["trace"], c["hbm"]]),
+                W.HBox([c["dram"], c["pool"]]),
+                self.readout,
+                self.stack_image,
+                W.HBox([c["replicas"], c["routing"], c["simulate"], self.status]),
+                self.sim_output,
+            ]
+        )
+        self._redraw()
+
+    @property
+    def workload(self) -> Workload:
+        """The selected trace.
+
+        Examples
+        --------
+        >>> len(tiered_cache_sizing(_demo_workload()).workload)
+        200
+        """
+        return self.workloads[self.controls["trace"].value]
+
+    def capacities(self) -> dict[str, float]:
+        """Tier capacities in tokens: ``hbm`` and ``dram`` per replica, ``pool`` in all.
+
+        Examples
+        --------
+        >>> w = tiered_cache_sizing(_demo_workload(), dram_tokens=1e5, pool_tokens=0)
+        >>> w.capacities()["dram"], w.capacities()["pool"]
+        (100000.0, 0.0)
+        """
+        c = self.controls
+        return {k: float(c[k].value) for k in ("hbm", "dram", "pool")}
+
+    def _dram_grid(self) -> np.ndarray:
+        return np.array([0.0, *capacity_options()])
+
+    def stack_curve(self) -> pd.DataFrame:
+        """Token hit ratio of each tier against DRAM per replica (HBM and pool as set).
+
+        Returns
+        -------
+        pandas.DataFrame
+            ``dram_tokens`` and the ``hbm``, ``dram``, ``pool`` shares.
+
+        Examples
+        --------
+        >>> w = tiered_cache_sizing(_demo_workload(), pool_tokens=0)
+        >>> bool(w.stack_curve()["pool"].eq(0).all())
+        True
+        """
+        from inferasim.reuse import hit_rate_curve as reuse_curve
+
+        wl = self.workload
+        bs = wl.block_size
+        cap = self.capacities()
+        h, p = int(cap["hbm"] // bs), int(cap["pool"] // bs)
+        key = (self.controls["trace"].value, h, p)
+        if key not in self._curves:
+            xs = self._dram_grid()
+            need = {h} | {h + int(x // bs) for x in xs} | {h + int(x // bs) + p for x in xs}
+            need |= {h + int(cap["dram"] // bs), h + int(cap["dram"] // bs) + p}
+            curve = reuse_curve(wl, sorted(b for b in need if b > 0))
+            rows = [{"dram_tokens": x, **tier_shares(curve, cap["hbm"], x, cap["pool"], bs)} for x in xs]
+            frame = pd.DataFrame(rows)
+            frame.attrs["curve"] = curve
+            self._curves[key] = frame
+        return self._curves[key]
+
+    @property
+    def shares(self) -> dict[str, float]:
+        """Token hit ratio of each tier at the current settings (reuse analysis).
+
+        Examples
+        --------
+        >>> w = tiered_cache_sizing(_demo_workload(), dram_tokens=1e5)
+        >>> sorted(w.shares)
+        ['dram', 'hbm', 'pool']
+        """
+        cap = self.capacities()
+        curve = self.stack_curve().attrs["curve"]
+        return tier_shares(curve, cap["hbm"], cap["dram"], cap["pool"], self.workload.block_size)
+
+    def _redraw(self, _change: Any = None) -> None:
+        frame = self.stack_curve()
+        cap, shares = self.capacities(), self.shares
+        trace = self.controls["trace"].value
+        if trace not in self._ceilings:
+            self._ceilings[trace] = float(self.workload.describe()["infinite_token_hit_ratio"])
+        ceiling = self._ceilings[trace]
+        x = frame["dram_tokens"].to_numpy()[1:]  # the log axis starts at the first stop
+        ax = self.stack_ax
+        with style.paper_style():
+            ax.clear()
+            ax.stackplot(
+                x,
+                *(frame[k].to_numpy()[1:] for k in ("hbm", "dram", "pool")),
+                labels=["HBM", "DRAM", "pool"],
+                colors=[_TIER_COLORS[k] for k in ("hbm", "dram", "pool")],
+                alpha=0.85,
+            )
+            ax.axhline(ceiling, color="0.3", ls=":", lw=0.9, label="infinite cache")
+            if cap["dram"] > 0:
+                ax.axvline(cap["dram"], color="black", lw=1.0, label="chosen DRAM")
+            ax.set_xscale("log")
+            ax.set_xlim(x[0], x[-1])
+            ax.set_ylim(0, min(1.0, ceiling + 0.1))
+            ax.set_xlabel("DRAM per replica (tokens)")
+            ax.set_ylabel("token hit ratio")
+            ax.set_title(
+                f"{self.controls['trace'].value}: where hits come from "
+                f"(HBM {_tokens_label(cap['hbm'])}, pool {_tokens_label(cap['pool']) if cap['pool'] else 'none'})"
+            )
+            ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), fontsize=7)
+        self.stack_image.value = _png(self.stack_figure)
+        total = sum(shares.values())
+        hbm_note = " (from the model)" if cap["hbm"] == self.model_hbm_tokens else " (overridden)"
+        self.readout.value = (
+            f"per replica: HBM KV <b>{cap['hbm']:,.0f}</b> tokens{hbm_note}, "
+            f"DRAM <b>{cap['dram']:,.0f}</b> tokens; shared pool <b>{cap['pool']:,.0f}</b> tokens "
+            f"({self.model_label}). Reuse analysis, one replica's exclusive LRU hierarchy over "
+            f"the whole trace: HBM <b>{shares['hbm']:.1%}</b> + DRAM <b>{shares['dram']:.1%}</b> + "
+            f"pool <b>{shares['pool']:.1%}</b> = <b>{total:.1%}</b> of prompt tokens "
+            f"(an infinite cache: {ceiling:.1%})"
+        )
+        if self.result is not None:
+            self.status.value = "settings changed: press <b>simulate</b> to update the plots below"
+
+    def tiers(self) -> list[Any]:
+        """The simulator's :class:`~inferasim.sim.Tier` list for the current settings (no empty tier).
+
+        Examples
+        --------
+        >>> [t.name for t in tiered_cache_sizing(_demo_workload(), dram_tokens=1e5).tiers()]
+        ['dram']
+        """
+        from inferasim.sim import Tier
+
+        cap = self.capacities()
+        out = []
+        if cap["dram"] > 0:
+            out.append(Tier("dram", int(cap["dram"]), **TIER_LINKS["dram"]))
+        if cap["pool"] > 0:
+            out.append(Tier("pool", int(cap["pool"]), shared=True, **TIER_LINKS["pool"]))
+        return out
+
+    def simulate(self) -> Any:
+        """Run the fleet with the chosen tiers and with HBM only; draw TTFT and the hit split.
+
+        Returns
+        -------
+        SimResult
+            The tiered run (the HBM-only one is :attr:`baseline`).
+
+        Examples
+        --------
+        >>> w = tiered_cache_sizing(_demo_workload(), dram_tokens=1e5, replicas=2)
+        >>> "dram_token_hit_ratio" in w.simulate().summary()
+        True
+        """
+        from inferasim.sim import Simulator
+
+        c = self.controls
+        wl = self.workload
+        if self.sim_window_ms is not None:
+            wl = wl.window(0, self.sim_window_ms)
+        bs = wl.block_size
+        common = {
+            "replicas": int(c["replicas"].value),
+            "routing": c["routing"].value,
+            "cost_model": self.cost_model,
+            "kv_blocks": max(int(self.capacities()["hbm"] // bs), 1),
+            "seed": 0,
+            "progress": False,
+        }
+        self.status.value = f"simulating {len(wl):,} requests twice (with and without tiers) ..."
+        start = time.perf_counter()
+        self.baseline = Simulator(**common).run(wl)
+        self.result = Simulator(**common, tiers=self.tiers()).run(wl)
+        elapsed = time.perf_counter() - start
+        self.status.value = f"simulated {len(wl):,} requests twice in {elapsed:.1f} s"
+        self._draw_sim()
+        return self.result
+
+    def sim_text(self) -> str:
+        """The last simulation's numbers in words (HTML).
+
+        Examples
+        --------
+        >>> w = tiered_cache_sizing(_demo_workload(), dram_tokens=1e5, replicas=2)
+        >>> _ = w.simulate()
+        >>> "load" in w.sim_text()
+        True
+        """
+        if self.result is None:
+            raise RuntimeError("no simulation yet: call simulate() first")
+        s, b = self.result.summary(), self.baseline.summary()
+        parts = [f"HBM {s.get('hbm_token_hit_ratio', s['token_hit_ratio']):.1%}"]
+        parts += [f"{t.name} {s[f'{t.name}_token_hit_ratio']:.1%}" for t in self.tiers()]
+        load = s.get("load_ms_mean", 0.0)
+        c = self.controls
+        scope = (
+            f"the first {self.sim_window_ms / 60_000:g} min of {c['trace'].value}"
+            if self.sim_window_ms is not None
+            else f"the whole {c['trace'].value} trace"
+        )
+        return (
+            f"<p>simulated {len(self.result.requests):,} requests ({scope}) on "
+            f"{self.result.config['replicas']} replicas, {label(self.result.config['routing'])} "
+            f"routing: token hit ratio <b>{s['token_hit_ratio']:.1%}</b> "
+            f"({' + '.join(parts)}) against <b>{b['token_hit_ratio']:.1%}</b> with HBM only; "
+            f"TTFT p50 <b>{s['ttft_ms_p50']:,.0f}</b> ms (HBM only {b['ttft_ms_p50']:,.0f} ms), "
+            f"p99 <b>{s['ttft_ms_p99']:,.0f}</b> ms (HBM only {b['ttft_ms_p99']:,.0f} ms), "
+            f"including a mean load time from the tiers of <b>{load:,.1f}</b> ms.</p>"
+        )
+
+    def _draw_sim(self) -> None:
+        s, b = self.result.summary(), self.baseline.summary()
+        names = ["hbm", *(t.name for t in self.tiers())]
+        with style.paper_style():
+            a, h = self.sim_axes
+            a.clear()
+            h.clear()
+            labels = ["p50", "p99"]
+            xs = np.arange(2)
+            a.bar(xs - 0.2, [b["ttft_ms_p50"], b["ttft_ms_p99"]], 0.4, label="HBM only", color="0.6")
+            a.bar(xs + 0.2, [s["ttft_ms_p50"], s["ttft_ms_p99"]], 0.4, label="with tiers",
+                  color=_TIER_COLORS["dram"])
+            a.set_xticks(xs, labels)
+            a.set_ylabel("TTFT (ms)")
+            a.set_title("TTFT, load time included")
+            a.legend(fontsize=7)
+            left = 0.0
+            for name in names:
+                key = f"{name}_token_hit_ratio" if f"{name}_token_hit_ratio" in s else "token_hit_ratio"
+                h.barh([0], [s[key]], left=left, color=_TIER_COLORS.get(name, "0.5"), label=name.upper())
+                left += float(s[key])
+            h.barh([1], [b["token_hit_ratio"]], color=_TIER_COLORS["hbm"])
+            h.set_yticks([0, 1], ["with tiers", "HBM only"])
+            h.set_xlim(0, 1)
+            h.set_xlabel("token hit ratio (simulated fleet)")
+            h.legend(fontsize=7, loc="lower right")
+        self.sim_png = _png(self.sim_figure)
+        text = self.sim_text()
+        self.sim_output.outputs = (
+            _display_data({"image/png": base64.b64encode(self.sim_png).decode("ascii"),
+                           "text/plain": "<tiered simulation plots>"}),
+            _display_data({"text/html": text, "text/plain": text}),
+        )
+
+
+def tiered_cache_sizing(
+    workloads: Workload | Mapping[str, Workload],
+    *,
+    model: str = "llama-3.1-8b",
+    gpu: str = "h100-80gb",
+    tp: int = 1,
+    dram_tokens: float = NODE_CACHE_TOKENS,
+    pool_tokens: float = 0.0,
+    replicas: int = 4,
+    routing: str = "kv_cost",
+    sim_window_ms: float | None = None,
+) -> TieredCacheSizing:
+    """KV-tier sizing widget: HBM (from the model), DRAM per replica and a shared pool.
+
+    The stacked view shows, against DRAM per replica, the share of prompt
+    tokens each tier serves (reuse analysis: one exclusive LRU hierarchy,
+    see :func:`tier_shares`); **simulate** runs the fleet with the tiers
+    (:class:`~inferasim.sim.Tier`, links :data:`TIER_LINKS`) and with HBM
+    only, and shows TTFT with the load time included.
+
+    Parameters
+    ----------
+    workloads : Workload or mapping of name to Workload
+    model, gpu : str
+        Presets of :class:`~inferasim.sim.RooflineCostModel`; they set the
+        HBM KV capacity per replica the ``hbm`` slider starts at.
+    tp : int, default 1
+    dram_tokens : float, default 3e6
+        DRAM per replica (tokens); 0 for none.
+    pool_tokens : float, default 0
+        Shared pool (tokens in all); 0 for none.
+    replicas : int, default 4
+    routing : str, default "kv_cost"
+    sim_window_ms : float, optional
+        Simulate only the first ``sim_window_ms`` of the trace.
+
+    Returns
+    -------
+    TieredCacheSizing
+
+    Examples
+    --------
+    >>> w = tiered_cache_sizing(_demo_workload(), dram_tokens=1e5, pool_tokens=1e6)
+    >>> w.capacities()["hbm"] == w.model_hbm_tokens
+    True
+    """
+    if isinstance(workloads, Workload):
+        workloads = {workloads.source or "workload": workloads}
+    if not workloads:
+        raise ValueError("tiered_cache_sizing needs at least one workload")
+    for name, wl in workloads.items():
+        if not isinstance(wl, Workload) or not wl.has_hash_ids:
+            raise ValueError(f"workload {name!r} must be a Workload with hash ids")
+    if routing not in WIDGET_ROUTINGS:
+        raise ValueError(f"routing {routing!r} is not one of {list(WIDGET_ROUTINGS)}")
+    for name, value, high in (("dram_tokens", dram_tokens, CAPACITY_RANGE[1]), ("pool_tokens", pool_tokens, 1e9)):
+        if not (value == 0 or CAPACITY_RANGE[0] <= value <= high):
+            raise ValueError(f"{name} must be 0 or in [{CAPACITY_RANGE[0]:g}, {high:g}], got {value!r}")
+    return TieredCacheSizing(
+        workloads,
+        model=model,
+        gpu=gpu,
+        tp=tp,
+        dram_tokens=dram_tokens,
+        pool_tokens=pool_tokens,
+        replicas=replicas,
+        routing=routing,
+        sim_window_ms=sim_window_ms,
     )

@@ -96,7 +96,7 @@ widget.controls["trace"].value = "conversation"
 widget.controls["capacity"].value = 3e6
 result = widget.simulate()
 summary = widget.summary()
-display(widget.sim_image)
+display(widget.snapshot())  # a copy: later runs of the widget leave it as it is
 summary
 
 # %%

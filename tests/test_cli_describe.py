@@ -21,11 +21,11 @@ MOONCAKE = (
 
 
 def table(text: str) -> dict[str, str]:
-    """The printed 'name  value' rows as a dict."""
+    """The printed 'name  value  [unit]' rows as a dict of name to value."""
     rows = {}
     for row in text.splitlines()[1:]:
         parts = row.split()
-        if len(parts) == 2:
+        if row.startswith("  ") and len(parts) in (2, 3):
             rows[parts[0]] = parts[1]
     return rows
 
@@ -43,7 +43,8 @@ def test_default_is_the_embedded_synthetic_workload(capsys):
     code, out, err = run(capsys)
     assert code == 0 and err == ""
     n = DEFAULT_SYNTHETIC["num_requests"]
-    assert out.splitlines()[0] == f"Workload from synthetic: {n:,} requests, block_size=512"
+    # labelled as generated, never as the FAST'25 "synthetic" trace
+    assert out.splitlines()[0] == f"Workload from generator (seed 0): {n:,} requests, block_size=512"
     rows = table(out)
     assert rows["requests"] == f"{n:,}"
     assert rows["inconsistent_blocks"] == "0"
@@ -60,7 +61,7 @@ def test_default_is_the_embedded_synthetic_workload(capsys):
         seen.update(ids)
     ratio = hits / wl.hash_ids.size
     assert 0 < ratio < 1  # the prefix pool shares blocks
-    assert rows["infinite_block_hit_ratio"] == f"{ratio:.4g}"
+    assert rows["infinite_block_hit_ratio"] == f"{ratio:.4f}"  # ratios: 4 decimals
 
 
 def test_synthetic_options(capsys):
@@ -76,7 +77,7 @@ def test_synthetic_options(capsys):
     assert rows["input_mean"] == "100" and rows["output_max"] == "7"
     # no pool: every block is fresh
     assert rows["blocks_total"] == "30" and rows["blocks_unique"] == "30"
-    assert rows["infinite_block_hit_ratio"] == "0"
+    assert rows["infinite_block_hit_ratio"] == "0.0000"
 
 
 def test_time_scale(capsys):
@@ -94,7 +95,7 @@ def test_mooncake_file(capsys, tmp_path):
     rows = table(out)
     # 4 blocks, ids 1,2,1,3: unique 3; the second request hits block 1 only -> 1/4
     assert rows["blocks_total"] == "4" and rows["blocks_unique"] == "3"
-    assert rows["infinite_block_hit_ratio"] == "0.25"
+    assert rows["infinite_block_hit_ratio"] == "0.2500"
     assert rows["offered_rate_rps"] == "2"
 
 
@@ -107,7 +108,7 @@ def test_gzipped_json_array_mooncake_file(capsys, tmp_path):
     code, out, _ = run(capsys, str(path))
     assert code == 0
     assert out.splitlines()[0] == "Workload from t.json.gz: 2 requests, block_size=512"
-    assert table(out)["infinite_block_hit_ratio"] == "0.25"
+    assert table(out)["infinite_block_hit_ratio"] == "0.2500"
 
 
 def test_csv_file_has_no_hash_ids(capsys, tmp_path):
@@ -142,46 +143,52 @@ def test_trace_names(capsys, monkeypatch, tmp_path, conversation_path, synthetic
 
 
 # ------------------------------------------------------------------ errors
+# A failed command exits 1 with one line on stderr; a usage error exits 2.
 
 
-def test_bad_file_exits_2_with_message(capsys, tmp_path):
+def test_bad_file_exits_1_with_message(capsys, tmp_path):
     path = tmp_path / "bad.jsonl"
     path.write_text(MOONCAKE + '{"timestamp": 5, "input_length": -1, "output_length": 1, '
                     '"hash_ids": [1]}\n')
     code, out, err = run(capsys, str(path))
-    assert code == 2 and out == ""
+    assert code == 1 and out == ""
     assert err.startswith("inferasim: error:")
     assert "bad.jsonl" in err and "line 3" in err and "input_length" in err
     assert "Traceback" not in err
 
 
-def test_bad_csv_exits_2(capsys, tmp_path):
+def test_bad_csv_exits_1(capsys, tmp_path):
     path = tmp_path / "bad.csv"
     path.write_text("foo,bar\n1,2\n")
     code, _, err = run(capsys, str(path))
-    assert code == 2 and "bad.csv" in err and "matches no known column" in err
+    assert code == 1 and "bad.csv" in err and "matches no known column" in err
 
 
-def test_missing_file_exits_2(capsys, tmp_path):
+def test_missing_file_exits_1(capsys, tmp_path):
     code, _, err = run(capsys, str(tmp_path / "nope.jsonl"))
-    assert code == 2 and "nope.jsonl" in err and "conversation" in err  # lists the trace names
+    assert code == 1 and "nope.jsonl" in err and "conversation" in err  # lists the trace names
 
 
-def test_empty_file_exits_2(capsys, tmp_path):
+def test_empty_file_exits_1(capsys, tmp_path):
     path = tmp_path / "empty.jsonl"
     path.write_text("")
     code, _, err = run(capsys, str(path))
-    assert code == 2 and "empty.jsonl" in err and "empty" in err
+    assert code == 1 and "empty.jsonl" in err and "empty" in err
 
 
-def test_source_and_synthetic_conflict_exits_2(capsys, tmp_path):
-    path = tmp_path / "t.jsonl"
-    path.write_text(MOONCAKE)
-    code, _, err = run(capsys, str(path), "--synthetic")
-    assert code == 2 and "not both" in err
+def test_generated_workload_options_never_apply_to_a_trace(capsys, tmp_path):
+    # "synthetic" is the FAST'25 trace; --rate shapes a generated workload: a usage error
+    for argv in (["synthetic", "--rate", "4"], ["--trace", "synthetic", "--num-requests", "5"],
+                 ["synthetic", "--generate"]):
+        code, out, err = run(capsys, *argv)
+        assert code == 2 and out == ""
+        assert len(err.splitlines()) == 1 and err.startswith("inferasim describe: error:")
+        assert "synthetic" in err and "generate" in err
+    code, _, err = run(capsys, "conversation", "--trace", "synthetic")
+    assert code == 2 and "source once" in err
 
 
-def test_unreachable_trace_exits_2_and_says_where_to_put_it(capsys, monkeypatch, tmp_path):
+def test_unreachable_trace_exits_1_and_says_where_to_put_it(capsys, monkeypatch, tmp_path):
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("INFERASIM_TRACE_DIR", raising=False)
     monkeypatch.setattr(traces, "cache_dir", lambda: tmp_path / "cache")
@@ -190,17 +197,17 @@ def test_unreachable_trace_exits_2_and_says_where_to_put_it(capsys, monkeypatch,
     monkeypatch.setitem(traces.TRACES, "synthetic", traces.TraceInfo(
         info.name, info.filename, info.requests, info.sha256, "file:///nonexistent/x.jsonl"))
     code, _, err = run(capsys, "synthetic")
-    assert code == 2
+    assert code == 1
     assert "synthetic_trace.jsonl" in err and "INFERASIM_TRACE_DIR" in err
     assert str(tmp_path / "cache") in err
 
 
-def test_usage_errors_exit_2(capsys):
-    for argv in (["describe", "--no-such-flag"], ["describe", "--arrival", "weibull"], []):
-        with pytest.raises(SystemExit) as info:
-            main(argv)
-        assert info.value.code == 2
-    capsys.readouterr()
+def test_usage_errors_exit_2_with_one_line(capsys):
+    for argv in (["describe", "--no-such-flag"], ["describe", "--arrival", "weibull"], [],
+                 ["simulate", "--model", "gpt-17"]):
+        assert main(argv) == 2
+        out, err = capsys.readouterr()
+        assert out == "" and len(err.splitlines()) == 1 and "error:" in err, argv
 
 
 def test_console_script_in_a_subprocess(tmp_path):
@@ -210,7 +217,7 @@ def test_console_script_in_a_subprocess(tmp_path):
     cmd = [str(script)] if script.exists() else [sys.executable, "-m", "inferasim.cli"]
     proc = subprocess.run([*cmd, "describe", str(path)], capture_output=True, text=True,
                           timeout=120)
-    assert proc.returncode == 2
+    assert proc.returncode == 1
     assert "inferasim: error:" in proc.stderr and "bad.csv" in proc.stderr
     assert "line 3" in proc.stderr and "'isl'" in proc.stderr
     assert "Traceback" not in proc.stderr
@@ -221,9 +228,9 @@ def test_console_script_in_a_subprocess(tmp_path):
     ("--time-scale", "-2", "factor must be a positive"),
     ("--range-ratio", "1.5", "range_ratio must be in"),
 ])
-def test_bad_synthetic_option_exits_2(capsys, flag, value, words):
+def test_bad_synthetic_option_exits_1(capsys, flag, value, words):
     code, out, err = run(capsys, "--num-requests", "5", flag, value)
-    assert code == 2 and out == "" and words in err
+    assert code == 1 and out == "" and words in err
 
 
 # ---------------------------------------------- fixed bugs 6a-6c (see notes)
@@ -233,17 +240,17 @@ def test_empty_json_array_with_space(capsys, tmp_path):
     path = tmp_path / "e.json"
     path.write_text("[ ]")
     code, _, err = run(capsys, str(path))
-    assert code == 2 and "e.json" in err and "no requests" in err
+    assert code == 1 and "e.json" in err and "no requests" in err
 
 
 def test_malformed_json_array_names_the_file(capsys, tmp_path):
     path = tmp_path / "m.json"
     path.write_text('[{"timestamp": 0,')
     code, _, err = run(capsys, str(path))
-    assert code == 2 and "m.json" in err and "malformed JSON" in err
+    assert code == 1 and "m.json" in err and "malformed JSON" in err
 
 
 def test_directory_source(capsys, tmp_path):
     code, _, err = run(capsys, str(tmp_path))
-    assert code == 2 and str(tmp_path) in err and "directory" in err
+    assert code == 1 and str(tmp_path) in err and "directory" in err
 

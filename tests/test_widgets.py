@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from inferasim import Workload, reuse
-from inferasim.widgets import CURVE_POINTS_PER_DECADE, cache_sizing
+from inferasim.widgets import CURVE_POINTS_PER_DECADE, cache_sizing, capacity_options
 
 
 @pytest.fixture(scope="module")
@@ -35,13 +35,14 @@ def test_capacity_slider_moves_the_marker_to_the_curve(workloads):
     # interpolation: compare with the reuse module directly.
     for blocks in grid[[2, 20, 40, 60]]:  # grid[0:2] lie below the slider's 1e4 minimum
         tokens = float(blocks * wl.block_size)
-        w.controls["capacity"].value = tokens
+        w.capacity_tokens = tokens  # off the slider's round stops: added to them
+        assert w.controls["capacity"].value == tokens
         assert w.marker.get_xdata()[0] == pytest.approx(tokens)
         assert w.marker.get_ydata()[0] == pytest.approx(w.hit_ratio)
         assert w.hit_ratio == pytest.approx(lru_ratio(wl, int(blocks)), abs=1e-12)
     # Between grid points the readout interpolates, staying between neighbours.
     a, b = int(grid[30]), int(grid[31])
-    w.controls["capacity"].value = (a + b) / 2 * wl.block_size
+    w.capacity_tokens = (a + b) / 2 * wl.block_size
     lo, hi = sorted((lru_ratio(wl, a), lru_ratio(wl, b)))
     assert lo - 1e-12 <= w.hit_ratio <= hi + 1e-12
 
@@ -103,8 +104,8 @@ def test_curves_are_computed_once_per_trace_and_policy(workloads, monkeypatch):
     monkeypatch.setattr(
         widgets_module, "hit_rate_curve", lambda *a, **k: calls.append(a) or real(*a, **k)
     )
-    for value in np.geomspace(1e4, 1e8, 25):
-        w.controls["capacity"].value = float(value)
+    for value in capacity_options()[::2]:
+        w.controls["capacity"].value = value
     assert calls == []  # slider moves never recompute
     w.controls["trace"].value = "flat"
     w.controls["trace"].value = "skewed"
@@ -124,17 +125,18 @@ def test_simulate_button_runs_the_fleet_and_draws_latency(workloads):
     load_ax = w.sim_axes[2]
     assert [p.get_height() for p in load_ax.patches] == req.groupby("replica").size().tolist()
     assert "simulated" in w.status.value and w.progress.value == 1.0
-    assert "ttft_ms" in w.sim_table.value
+    html = w.sim_output.outputs[1]["data"]["text/html"]
+    assert "ttft_ms" in html and "3</b> replicas" in html
     p99 = w.summary().loc["ttft_ms", "p99"]
     assert p99 == pytest.approx(req["ttft_ms"].quantile(0.99))
-    first_image = w.sim_image.value
+    first_image = w.sim_png
     # A changed setting marks the plots stale until the next run.
     w.controls["replicas"].value = 1
     assert "settings changed" in w.status.value
     w.simulate()
     assert w.result.requests["replica"].unique().tolist() == [0]
     assert [p.get_height() for p in w.sim_axes[2].patches] == [len(workloads["skewed"])]
-    assert w.sim_image.value != first_image
+    assert w.sim_png != first_image
 
 
 def test_load_scale_compresses_arrivals(workloads):
@@ -171,3 +173,161 @@ def test_policy_without_a_simulator_eviction_falls_back_to_lru_and_says_so(workl
     w.controls["policy"].value = "fifo"
     w.simulate()
     assert "eviction" not in w.status.value
+
+
+# ------------------------------------------------------- consistency (issue 11)
+
+
+def test_built_and_simulated_widget_says_nothing_changed(workloads):
+    w = cache_sizing(workloads, capacity_tokens=3e6)
+    assert "settings changed" not in w.status.value
+    w.simulate()
+    assert "settings changed" not in w.status.value and "simulated" in w.status.value
+    # Setting a control to the value it has is no change either.
+    w.controls["capacity"].value = 3e6
+    w.controls["replicas"].value = w.controls["replicas"].value
+    assert "settings changed" not in w.status.value
+    w.controls["capacity"].value = 1e6
+    assert "settings changed" in w.status.value
+
+
+def test_a_3e6_capacity_stays_3e6(workloads):
+    w = cache_sizing(workloads, capacity_tokens=3e6)
+    slider = w.controls["capacity"]
+    assert slider.value == 3e6 and w.capacity_tokens == 3_000_000.0
+    assert slider.label == "3M"  # what the slider shows
+    # 3,000,000 // 512 = 5,859 blocks (5,859 * 512 = 2,999,808)
+    assert w.settings()["kv_blocks"] == 5859
+    assert "3,000,000</b> tokens" in w.readout.value and "5,859 blocks" in w.readout.value
+    # Every stop of the slider is a round number: mantissa in CAPACITY_STEPS.
+    for value in capacity_options():
+        mantissa = value / 10 ** np.floor(np.log10(value))
+        assert round(mantissa, 9) in (1.0, 1.5, 2.0, 3.0, 4.0, 5.0, 7.0)
+    # A capacity between stops set from code is kept exactly, and the other stops stay.
+    w.capacity_tokens = 2_500_000
+    assert slider.value == 2.5e6 and slider.label == "2.5M"
+    w.controls["capacity"].value = 3e6
+    assert w.capacity_tokens == 3e6
+    with pytest.raises(ValueError, match="capacity_tokens"):
+        w.capacity_tokens = 5e8
+
+
+def test_readout_and_simulation_text_name_their_numbers_and_agree():
+    # One replica, requests 2 s apart (each finishes well within that), prompts of
+    # 2,000 + ~1,000 tokens: no request waits on another's prefill, and 5e4 tokens
+    # (97 blocks) hold all 6 prefixes, so the simulated cache, the reuse replay of
+    # one LRU cache and the infinite cache all serve the same tokens.
+    wl = Workload.from_synthetic(120, 0.5, arrival="deterministic", input_len=1000,
+                                 output_len=2, num_prefixes=6, prefix_len=2000, seed=1)
+    w = cache_sizing({"sparse": wl}, capacity_tokens=5e4, replicas=1, routing="round_robin")
+    readout = w.readout.value
+    for words in ("one <b>LRU</b> cache", "50,000</b> tokens", "97 blocks of 512 tokens",
+                  "replaying the whole sparse trace", "token hit ratio", "(reuse analysis)",
+                  "an infinite cache"):
+        assert words in readout, words
+    res = w.simulate()
+    text = w.sim_text
+    fleet = float(res.requests["cached_tokens"].sum() / res.requests["input_len"].sum())
+    one = float(reuse.hit_rate_curve(wl, [97], full_blocks_only=True)["token_hit_ratio"].iloc[0])
+    assert fleet == pytest.approx(one, abs=1e-12)  # they agree here, and the texts say so
+    assert f"fleet token hit ratio <b>{fleet:.1%}</b>" in text
+    assert f"(reuse analysis): {one:.1%}" in text
+    assert "<b>1</b> replicas" in text and "49,664 tokens each" in text  # 97 * 512
+    assert f"<b>{w.hit_ratio:.1%}</b>" in readout and f"{fleet:.1%}" in readout
+    # A small cache: the simulated replica also keeps running requests in that memory.
+    w.controls["capacity"].value = 2e4
+    w.simulate()
+    assert "running requests share the cache" in w.sim_text
+
+
+def test_earlier_outputs_never_change_when_the_widget_resimulates(workloads):
+    w = cache_sizing(workloads, capacity_tokens=1e5, replicas=2)
+    w.simulate()
+    shown = w.snapshot()  # what a notebook cell displayed
+    shown_bytes = bytes(shown.data)
+    first_outputs = w.sim_output.outputs
+    w.controls["replicas"].value = 4
+    w.simulate()
+    assert bytes(shown.data) == shown_bytes  # the earlier cell output is a copy
+    assert w.sim_png != shown_bytes  # the widget's own area shows the new run
+    # The widget's output area is replaced, never appended to.
+    assert len(w.sim_output.outputs) == len(first_outputs) == 2
+    assert w.sim_output.outputs != first_outputs
+    with pytest.raises(RuntimeError, match="simulate"):
+        cache_sizing(workloads).snapshot()
+
+
+# ------------------------------------------------------------- KV tiers (issue 8)
+
+
+def test_tiered_widget_hbm_comes_from_the_model_and_can_be_overridden(workloads):
+    from inferasim.sim import RooflineCostModel
+    from inferasim.widgets import tiered_cache_sizing
+
+    w = tiered_cache_sizing(workloads, model="llama-3.1-8b", gpu="h100-80gb", dram_tokens=1e5)
+    model_tokens = RooflineCostModel("llama-3.1-8b", "h100-80gb").kv_capacity_blocks(512) * 512
+    assert w.capacities()["hbm"] == model_tokens
+    assert f"{model_tokens:,}</b> tokens (from the model)" in w.readout.value
+    w.controls["hbm"].value = 1e5
+    assert w.capacities()["hbm"] == 1e5 and "(overridden)" in w.readout.value
+    # a bigger model leaves less HBM for KV on the same GPU
+    big = tiered_cache_sizing(workloads, model="llama-3.1-70b", gpu="h100-80gb", tp=4)
+    assert big.capacities()["hbm"] == RooflineCostModel(
+        "llama-3.1-70b", "h100-80gb", tp=4).kv_capacity_blocks(512) * 512
+
+
+@pytest.mark.parametrize(("hbm", "dram", "pool"), [(2e4, 5e4, 0.0), (1e4, 1.5e5, 3e5), (5e4, 0.0, 1e5)])
+def test_tier_shares_equal_the_reuse_modules_tiered_replay(workloads, hbm, dram, pool):
+    # The widget derives every tier's share from one LRU curve (differences at
+    # cumulative capacities); reuse.tiered_hit_rate is the reuse branch's own
+    # implementation of the exclusive hierarchy, checked there against a replay.
+    from inferasim.widgets import tiered_cache_sizing
+
+    w = tiered_cache_sizing(workloads, dram_tokens=dram, pool_tokens=pool)
+    w.controls["hbm"].value = hbm  # a stop of the slider
+    for trace, wl in workloads.items():
+        w.controls["trace"].value = trace
+        cap = w.capacities()
+        blocks = [int(cap[k] // 512) for k in ("hbm", "dram", "pool")]
+        ref = reuse.tiered_hit_rate(wl, blocks)["token_hit_ratio"].tolist()
+        got = w.shares
+        assert [got["hbm"], got["dram"], got["pool"]] == pytest.approx(ref, abs=1e-12)
+        assert f"{got['dram']:.1%}" in w.readout.value
+
+
+def test_stacked_view_grows_with_dram_and_stays_under_the_ceiling(workloads):
+    from inferasim.widgets import tiered_cache_sizing
+
+    w = tiered_cache_sizing(workloads, pool_tokens=2e5)
+    frame = w.stack_curve()
+    ceiling = workloads["skewed"].describe()["infinite_token_hit_ratio"]
+    assert frame["hbm"].nunique() == 1  # HBM fixed: its share does not move with DRAM
+    local = (frame["hbm"] + frame["dram"]).to_numpy()
+    total = local + frame["pool"].to_numpy()
+    assert np.all(np.diff(local) >= -1e-12) and np.all(np.diff(total) >= -1e-12)
+    assert total.max() <= ceiling + 1e-12
+    assert frame["dram"].iloc[0] == 0.0  # no DRAM, no DRAM hits
+    image = w.stack_image.value
+    w.controls["pool"].value = 0.0
+    assert w.stack_curve()["pool"].eq(0).all() and w.stack_image.value != image
+
+
+def test_tiered_simulation_splits_hits_by_tier_and_compares_with_hbm_only(workloads):
+    from inferasim.widgets import tiered_cache_sizing
+
+    w = tiered_cache_sizing(workloads, dram_tokens=1e5, pool_tokens=2e5, replicas=2)
+    w.controls["hbm"].value = 2e4  # a small HBM so the lower tiers matter
+    res = w.simulate()
+    s, b = res.summary(), w.baseline.summary()
+    assert [t.name for t in w.tiers()] == ["dram", "pool"]
+    parts = s["hbm_token_hit_ratio"] + s["dram_token_hit_ratio"] + s["pool_token_hit_ratio"]
+    assert parts == pytest.approx(s["token_hit_ratio"], abs=1e-12)
+    assert "dram_token_hit_ratio" not in b.index  # the baseline has HBM only
+    assert s["token_hit_ratio"] >= b["token_hit_ratio"]  # more cache never hurts here
+    text = w.sim_text()
+    assert f"<b>{s['token_hit_ratio']:.1%}</b>" in text and f"<b>{b['token_hit_ratio']:.1%}</b>" in text
+    assert f"{s['load_ms_mean']:,.1f}</b> ms" in text and "TTFT p50" in text
+    assert len(w.sim_output.outputs) == 2
+    w.controls["dram"].value = 0.0
+    w.controls["pool"].value = 0.0
+    assert w.tiers() == [] and "settings changed" in w.status.value

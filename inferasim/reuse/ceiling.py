@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 
 from inferasim import _ragged
+from inferasim._format import CardRepr, metric_rows
 from inferasim.reuse._partial import check_partial, divergences
 from inferasim.reuse._refs import block_refs
 from inferasim.reuse._result import per_request_frame
@@ -16,8 +17,8 @@ from inferasim.workload import Workload
 __all__ = ["ReuseCeiling", "infinite_hit_ratio"]
 
 
-@dataclass(frozen=True)
-class ReuseCeiling:
+@dataclass(frozen=True, repr=False)
+class ReuseCeiling(CardRepr):
     """Hit ratios of an infinite prefix cache.
 
     Attributes
@@ -55,6 +56,27 @@ class ReuseCeiling:
     per_request: pd.DataFrame = field(repr=False, compare=False)
     partial_tokens: int = 0
     partial_block: str = "none"
+
+    def _card(self) -> tuple[str, list[tuple[str, str, str]], list[str]]:
+        title = (
+            f"ReuseCeiling: an infinite prefix cache serves {self.token_hit_ratio:.2%} "
+            f"of prompt tokens"
+        )
+        rows = metric_rows(
+            {
+                "token_hit_ratio": self.token_hit_ratio,
+                "block_hit_ratio": self.block_hit_ratio,
+                "hit_tokens": self.hit_tokens,
+                "tokens": self.tokens,
+                "hit_blocks": self.hit_blocks,
+                "blocks": self.blocks,
+            }
+        )
+        notes = [f"per-request frame: .per_request ({len(self.per_request):,} rows)"]
+        if self.partial_block != "none":
+            rows.append(("partial_tokens", f"{self.partial_tokens:,}", "tokens"))
+            notes.insert(0, f"partial_block={self.partial_block!r}: token-level credit included")
+        return title, rows, notes
 
     def to_series(self) -> pd.Series:
         """The scalar fields as a Series.

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from inferasim._format import CardRepr, metric_rows
 from inferasim.reuse._refs import block_refs, touch_sequence
 from inferasim.reuse._trie import build_trie
 from inferasim.reuse.tree import radix_nodes
@@ -15,8 +16,8 @@ from inferasim.workload import Workload
 __all__ = ["Popularity", "popularity", "fit_zipf"]
 
 
-@dataclass(frozen=True)
-class Popularity:
+@dataclass(frozen=True, repr=False)
+class Popularity(CardRepr):
     """How often each block and prefix is shared.
 
     Attributes
@@ -49,6 +50,28 @@ class Popularity:
     zipf_exponent: float
     zipf_constant: float
     top_prefixes: pd.DataFrame
+
+    def _card(self) -> tuple[str, list[tuple[str, str, str]], list[str]]:
+        b = self.blocks
+        shared = int((b["requests"] >= 2).sum())
+        title = f"Popularity: {len(b):,} distinct blocks, {shared:,} shared by 2+ requests"
+        values = {
+            "distinct_blocks": len(b),
+            "shared_blocks": shared,
+            "max_requests_per_block": int(b["requests"].max()) if len(b) else 0,
+            "zipf_exponent": self.zipf_exponent,
+        }
+        rows = metric_rows(values)
+        if len(self.top_prefixes):
+            top = self.top_prefixes.iloc[0]
+            rows.append(
+                (
+                    "top prefix",
+                    f"{int(top['prefix_blocks']):,} block(s), in {int(top['requests']):,}",
+                    "requests",
+                )
+            )
+        return title, rows, ["frames: .blocks, .top_prefixes, .rank_frequency"]
 
     @property
     def rank_frequency(self) -> pd.DataFrame:

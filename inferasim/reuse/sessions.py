@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from inferasim._format import CardRepr, metric_rows
 from inferasim.reuse._refs import block_refs
 from inferasim.reuse._trie import build_trie
 from inferasim.workload import Workload
@@ -14,8 +15,8 @@ from inferasim.workload import Workload
 __all__ = ["Sessions", "sessions"]
 
 
-@dataclass(frozen=True)
-class Sessions:
+@dataclass(frozen=True, repr=False)
+class Sessions(CardRepr):
     """Inferred conversation chains.
 
     Attributes
@@ -44,6 +45,23 @@ class Sessions:
 
     requests: pd.DataFrame
     sessions: pd.DataFrame
+
+    def _card(self) -> tuple[str, list[tuple[str, str, str]], list[str]]:
+        s = self.sessions
+        turns = s["turns"] if len(s) else pd.Series([], dtype=float)
+        title = f"Sessions: {len(s):,} chains over {len(self.requests):,} requests"
+        rows = metric_rows(
+            {
+                "sessions": len(s),
+                "multi_turn_sessions": int((turns > 1).sum()),
+                "max_turns": int(turns.max()) if len(s) else 0,
+                "mean_turns": float(turns.mean()) if len(s) else float("nan"),
+                "mean_gap_ms": float(self.requests["gap_ms"].mean())
+                if len(self.requests)
+                else float("nan"),
+            }
+        )
+        return title, rows, ["frames: .requests, .sessions; turn_distribution()"]
 
     def turn_distribution(self) -> pd.Series:
         """Number of chains by turn count.

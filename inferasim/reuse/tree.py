@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from inferasim._format import CardRepr, Summary, metric_rows
 from inferasim.reuse._refs import BlockRefs, block_refs
 from inferasim.reuse._trie import Trie, build_trie
 from inferasim.workload import Workload
@@ -27,8 +28,8 @@ NODE_COLUMNS = (
 )
 
 
-@dataclass(frozen=True)
-class PrefixTree:
+@dataclass(frozen=True, repr=False)
+class PrefixTree(CardRepr):
     """The radix tree of a workload's hash ids.
 
     Attributes
@@ -55,6 +56,12 @@ class PrefixTree:
 
     nodes: pd.DataFrame
     root_children: int
+
+    def _card(self) -> tuple[str, list[tuple[str, str, str]], list[str]]:
+        s = self.summary()
+        title = f"PrefixTree: {int(s['nodes']):,} radix nodes, {int(s['leaves']):,} leaves"
+        rows = metric_rows(s.to_dict())
+        return title, rows, ["frame: .nodes; depth_distribution(), fanout_distribution()"]
 
     def depth_distribution(self) -> pd.Series:
         """Leaves (prefixes no request extends) by depth in blocks.
@@ -100,7 +107,7 @@ class PrefixTree:
         nodes = self.nodes
         internal = nodes["children"] > 0
         leaves = nodes[~internal]
-        return pd.Series(
+        return Summary(
             {
                 "nodes": len(nodes),
                 "leaves": len(leaves),
@@ -112,6 +119,7 @@ class PrefixTree:
                 "shared_nodes": int((nodes["requests"] >= 2).sum()),
             },
             dtype=float,
+            title="PrefixTree summary",
         )
 
 

@@ -1,9 +1,9 @@
 """The ``inferasim simulate`` subcommand: a workload in, a summary table out.
 
-With no arguments it runs the embedded synthetic workload on a fleet of 4
-Llama-3.1-8B replicas on H100-80GB; ``--trace conversation`` (or a file)
-replays a trace instead. ``--out`` writes the per-request frame (``.csv`` or
-``.parquet``).
+With no arguments it runs a generated workload (``--generate``) on a fleet
+of 4 Llama-3.1-8B replicas on H100-80GB; a ``SOURCE`` (``conversation``, a
+file) replays a trace instead. ``--out`` writes the per-request frame
+(``.csv`` or ``.parquet``).
 """
 
 from __future__ import annotations
@@ -11,11 +11,12 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from inferasim._cli_workload import add_workload_arguments, workload_from_args
 from inferasim._format import format_summary
 from inferasim.sim.cache import EVICTION_POLICIES
+from inferasim.sim.presets import GPUS, MODELS
 from inferasim.sim.router import ROUTING_POLICIES
 from inferasim.sim.simulator import Simulator
-from inferasim.workload.loaders import add_workload_arguments, workload_from_args
 
 __all__ = ["add_arguments", "run"]
 
@@ -33,31 +34,78 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """
     add_workload_arguments(parser)
     fleet = parser.add_argument_group("fleet")
-    fleet.add_argument("--replicas", type=int, default=4, help="identical replicas (default 4)")
+    fleet.add_argument("--replicas", type=int, default=4, help="identical serving replicas")
     fleet.add_argument(
-        "--routing", default="kv_cost", choices=list(ROUTING_POLICIES), help="default kv_cost"
+        "--routing", default="kv_cost", choices=list(ROUTING_POLICIES), help="routing policy"
     )
-    fleet.add_argument("--model", default="llama-3.1-8b", help="model preset (roofline cost)")
-    fleet.add_argument("--gpu", default="h100-80gb", help="GPU preset (roofline cost)")
+    fleet.add_argument(
+        "--model",
+        default="llama-3.1-8b",
+        choices=list(MODELS),
+        metavar="MODEL",
+        help="model preset of the roofline cost model: " + ", ".join(MODELS),
+    )
+    fleet.add_argument(
+        "--gpu",
+        default="h100-80gb",
+        choices=list(GPUS),
+        metavar="GPU",
+        help="GPU preset of the roofline cost model: " + ", ".join(GPUS),
+    )
     fleet.add_argument("--tp", type=int, default=1, help="tensor-parallel GPUs per replica")
     fleet.add_argument(
-        "--kv-blocks", type=int, default=None, help="KV blocks per replica (default: from HBM)"
+        "--kv-blocks",
+        type=int,
+        default=None,
+        help="KV-cache blocks per replica (default: what fits in HBM next to the weights)",
     )
-    fleet.add_argument("--eviction", default="lru", choices=list(EVICTION_POLICIES))
-    fleet.add_argument("--max-num-seqs", type=int, default=256)
-    fleet.add_argument("--max-batched-tokens", type=int, default=8192)
     fleet.add_argument(
-        "--no-chunked-prefill", action="store_true", help="prefill whole prompts in one step"
+        "--eviction", default="lru", choices=list(EVICTION_POLICIES), help="prefix-cache eviction"
     )
-    fleet.add_argument("--overlap-weight", type=float, default=1.0, help="kv_cost router weight")
     fleet.add_argument(
-        "--routing-seed", type=int, default=0, help="seed of random routing (default 0)"
+        "--max-num-seqs", type=int, default=256, help="most sequences in one batch"
     )
+    fleet.add_argument(
+        "--max-batched-tokens", type=int, default=8192, help="most tokens in one engine step"
+    )
+    fleet.add_argument(
+        "--no-chunked-prefill",
+        action="store_true",
+        help="prefill whole prompts in one step (default: chunked prefill)",
+    )
+    fleet.add_argument(
+        "--overlap-weight", type=float, default=1.0, help="weight of cache overlap in kv_cost routing"
+    )
+    fleet.add_argument("--routing-seed", type=int, default=0, help="seed of random routing")
     out = parser.add_argument_group("output")
-    out.add_argument("--slo-ttft-ms", type=float, default=None, help="TTFT objective (ms)")
-    out.add_argument("--slo-tpot-ms", type=float, default=None, help="TPOT objective (ms)")
-    out.add_argument("--out", default=None, help="write the per-request frame (.csv or .parquet)")
-    out.add_argument("--no-progress", action="store_true", help="no progress bar")
+    out.add_argument(
+        "--slo-ttft-ms",
+        type=float,
+        default=None,
+        help="TTFT objective in ms, for goodput and SLO attainment (default: none)",
+    )
+    out.add_argument(
+        "--slo-tpot-ms",
+        type=float,
+        default=None,
+        help="TPOT objective in ms, for goodput and SLO attainment (default: none)",
+    )
+    out.add_argument(
+        "--out",
+        default=None,
+        type=_out_path,
+        help="write the per-request frame to this .csv or .parquet file (default: none)",
+    )
+    out.add_argument(
+        "--no-progress", action="store_true", help="no progress bar (default: a bar on stderr)"
+    )
+
+
+def _out_path(text: str) -> str:
+    """``--out``: a path ending in .csv or .parquet (else a usage error)."""
+    if Path(text).suffix.lower() not in (".csv", ".parquet"):
+        raise argparse.ArgumentTypeError(f"--out must end in .csv or .parquet, got {text!r}")
+    return text
 
 
 def run(args: argparse.Namespace) -> int:
@@ -76,9 +124,7 @@ def run(args: argparse.Namespace) -> int:
     from inferasim.sim.roofline import RooflineCostModel
 
     if args.out is not None:
-        suffix = Path(args.out).suffix.lower()
-        if suffix not in (".csv", ".parquet"):
-            raise ValueError(f"--out must end in .csv or .parquet, got {args.out!r}")
+        _out_path(args.out)
     wl = workload_from_args(args)
     cost = RooflineCostModel(args.model, args.gpu, tp=args.tp)
     sim = Simulator(
@@ -99,7 +145,8 @@ def run(args: argparse.Namespace) -> int:
         f"Simulation: {len(wl):,} requests on {args.replicas} replicas ({args.routing} routing, "
         f"{args.model} on {args.gpu}, tp={args.tp})"
     )
-    print(format_summary(res.summary(args.slo_ttft_ms, args.slo_tpot_ms), title=title))
+    summary = res.summary(args.slo_ttft_ms, args.slo_tpot_ms)
+    print(format_summary(summary, title=title, notes=summary.notes))
     reps = res.replicas[["replica", "requests", "token_hit_ratio", "busy_fraction", "evictions"]]
     print("\nper replica:")
     print(reps.to_string(index=False, float_format=lambda v: f"{v:.3f}"))

@@ -99,10 +99,56 @@ class SimResult:
         self.timeline = timeline
         self.config = config
 
-    def __repr__(self) -> str:
+    def _header(self) -> str:
         n = len(self.requests)
         done = int((self.requests["status"] == "finished").sum())
-        return f"<SimResult: {n} requests ({done} finished) on {len(self.replicas)} replicas>"
+        cfg = self.config
+        what = ", ".join(
+            f"{k} {cfg[k]}" for k in ("routing", "eviction") if isinstance(cfg.get(k), str)
+        )
+        return (
+            f"SimResult: {n:,} requests ({done:,} finished) on {len(self.replicas)} replicas"
+            + (f", {what}" if what else "")
+        )
+
+    def _key_numbers(self) -> list[tuple[str, str, str]]:
+        """(name, value, unit) rows of the headline numbers, for the reprs."""
+        from inferasim._format import format_metric, metric_unit
+
+        s = self.summary()
+        tiers = [k for k in s.index if k.endswith("_token_hit_ratio") and k != "token_hit_ratio"]
+        keys = (
+            "duration_s",
+            "throughput_rps",
+            "token_hit_ratio",
+            *tiers,  # with KV tiers: where the hits came from
+            "load_ms_mean",
+            "ttft_ms_p50",
+            "ttft_ms_p99",
+            "tpot_ms_p50",
+            "max_replica_share",
+            "rejected",
+            "saturated",
+        )
+        return [(k, format_metric(k, s[k]), metric_unit(k)) for k in keys if k in s.index]
+
+    def __repr__(self) -> str:
+        from inferasim._format import card_text
+
+        return card_text(
+            self._header(),
+            self._key_numbers(),
+            notes=["frames: .requests, .replicas, .timeline; all metrics: .summary()"],
+        )
+
+    def _repr_html_(self) -> str:
+        from inferasim._format import card_html
+
+        return card_html(
+            self._header(),
+            self._key_numbers(),
+            notes=["frames: .requests, .replicas, .timeline; all metrics: .summary()"],
+        )
 
     @classmethod
     def _build(cls, wl: Workload, run: RunOutput, config: dict[str, Any]) -> SimResult:
@@ -315,13 +361,15 @@ class SimResult:
             routed requests), ``{queue,ttft,tpot,e2e}_ms_{mean,p50,p90,p99}``
             (finished requests), ``preemptions``, ``evictions``,
             ``max_replica_share`` (busiest replica's share of requests; ``1 /
-            replicas`` is perfectly balanced), ``goodput_rps``,
-            ``slo_attainment``; with KV tiers ``hbm_token_hit_ratio``,
-            ``<tier>_token_hit_ratio`` (adding up to ``token_hit_ratio``) and
-            ``load_ms_mean``; ``saturated`` (True when the queueing delay
+            replicas`` is perfectly balanced); only when an SLO is given,
+            ``goodput_rps`` and ``slo_attainment``; with KV tiers
+            ``hbm_token_hit_ratio``, ``<tier>_token_hit_ratio`` (adding up to
+            ``token_hit_ratio``) and ``load_ms_mean``; ``saturated`` (1.0 when the queueing delay
             keeps growing: from the first to the last quarter of arrivals, the
             mean queue grows by more than 10% of the time between them and
-            ends above 100 ms; the fleet cannot keep up with the offered load).
+            ends above 100 ms; the fleet cannot keep up with the offered load;
+            else 0.0). Every value is a float at full precision; the Series
+            displays them rounded, with units, and says when no SLO was given.
 
         Examples
         --------
@@ -330,7 +378,10 @@ class SimResult:
         >>> s = ism.Simulator(kv_blocks=10, cost_model=ism.LinearCostModel(),
         ...                   progress=False).run(wl).summary(slo_ttft_ms=10)
         >>> s[["finished", "ttft_ms_p50", "slo_attainment", "saturated"]].tolist()
-        [2, 6.6, 1.0, False]
+        [2.0, 6.6, 1.0, 0.0]
+        >>> "goodput_rps" in ism.Simulator(kv_blocks=10, cost_model=ism.LinearCostModel(),
+        ...                                progress=False).run(wl).summary()
+        False
         """
         req = self.requests
         fin = req[req["status"] == "finished"]
@@ -381,15 +432,23 @@ class SimResult:
         out["max_replica_share"] = (
             float(self.replicas["share"].max()) if len(self.replicas) else 0.0
         )
-        good = np.ones(len(fin), dtype=bool)
-        if slo_ttft_ms is not None:
-            good &= fin["ttft_ms"].to_numpy() <= slo_ttft_ms
-        if slo_tpot_ms is not None:
-            tp = fin["tpot_ms"].to_numpy()
-            good &= np.isnan(tp) | (tp <= slo_tpot_ms)
-        out["goodput_rps"] = rate(int(good.sum()))
-        out["slo_attainment"] = int(good.sum()) / n if n else float("nan")
-        out["saturated"] = _saturated(fin)
+        notes = []
+        if slo_ttft_ms is None and slo_tpot_ms is None:
+            notes.append("no SLO given: pass slo_ttft_ms= or slo_tpot_ms= for goodput")
+        else:
+            good = np.ones(len(fin), dtype=bool)
+            slo = []
+            if slo_ttft_ms is not None:
+                good &= fin["ttft_ms"].to_numpy() <= slo_ttft_ms
+                slo.append(f"TTFT <= {slo_ttft_ms:g} ms")
+            if slo_tpot_ms is not None:
+                tp = fin["tpot_ms"].to_numpy()
+                good &= np.isnan(tp) | (tp <= slo_tpot_ms)
+                slo.append(f"TPOT <= {slo_tpot_ms:g} ms")
+            out["goodput_rps"] = rate(int(good.sum()))
+            out["slo_attainment"] = int(good.sum()) / n if n else float("nan")
+            notes.append("SLO: " + " and ".join(slo))
+        out["saturated"] = float(_saturated(fin))
         if "decode_replica" in req.columns:  # disaggregated: the two pools apart
             reps = self.replicas
             for role in ("prefill", "decode"):
@@ -405,7 +464,9 @@ class SimResult:
                 v = fin[metric].dropna().to_numpy()
                 out[f"{metric}_mean"] = float(v.mean()) if v.size else float("nan")
                 out[f"{metric}_p99"] = float(np.percentile(v, 99)) if v.size else float("nan")
-        return pd.Series(out, dtype=object, name="summary")
+        from inferasim._format import Summary
+
+        return Summary(out, dtype=np.float64, name="summary", title=self._header(), notes=notes)
 
 
 def _saturated(fin: pd.DataFrame) -> bool:

@@ -506,11 +506,41 @@ class Workload:
         ids = "" if self._has_hash_ids else ", no hash ids"
         return f"Workload{src}: {len(self):,} requests, block_size={self._block_size}{ids}"
 
+    def _key_numbers(self) -> list[tuple[str, str, str]]:
+        """(name, value, unit) rows of the cheap headline numbers, for the reprs."""
+        from inferasim._format import format_metric
+
+        n = len(self)
+        arr, inp, out = self.arrival_ms, self.input_len, self.output_len
+        duration = float(arr[-1] - arr[0]) if n else 0.0
+        rate = n * 1000.0 / duration if duration > 0 else float("nan")
+        rows = [
+            ("duration", format_metric("duration_ms", duration), "ms"),
+            ("offered rate", format_metric("offered_rate_rps", rate), "req/s"),
+            ("input mean / max", _pair(inp), "tokens"),
+            ("output mean / max", _pair(out), "tokens"),
+        ]
+        if self._has_hash_ids:
+            rows.append(("block ids", f"{self._hash_ids.size:,}", "blocks"))
+        return rows
+
     def __repr__(self) -> str:
-        return self._header() + "\n" + self._display_frame().to_string()
+        from inferasim._format import card_text
+
+        preview = self._display_frame(max_rows=6).to_string()
+        text = card_text(self._header(), self._key_numbers())
+        return f"{text}\n{preview}"
 
     def _repr_html_(self) -> str:
-        return f"<p><b>{self._header()}</b></p>" + self._display_frame().to_html()
+        from inferasim._format import card_html
+
+        preview = self._display_frame(max_rows=6).to_html(max_cols=12)
+        more = (
+            f"<details><summary>first and last requests</summary>{preview}</details>"
+            if len(self)
+            else ""
+        )
+        return card_html(self._header(), self._key_numbers(), extra_html=more)
 
     # -------------------------------------------------------------- summaries
     def describe(self) -> pd.Series:
@@ -528,7 +558,9 @@ class Workload:
         Returns
         -------
         pandas.Series
-            ``float64`` values labelled by statistic.
+            ``float64`` values at full precision labelled by statistic; it
+            displays them rounded (counts and lengths as integers, ratios to
+            4 decimals, with units).
 
         Examples
         --------
@@ -588,7 +620,11 @@ class Workload:
                     )
                 }
             )
-        return pd.Series(stats, name=self._source or "workload", dtype=np.float64)
+        from inferasim._format import Summary
+
+        return Summary(
+            stats, name=self._source or "workload", dtype=np.float64, title=self._header()
+        )
 
     # ------------------------------------------------------------ selections
     def _take(self, rows: np.ndarray, frame: pd.DataFrame | None = None) -> Workload:
@@ -829,6 +865,13 @@ def _check_arrivals(arrival: np.ndarray, what: str, error: type[ValueError] = Wo
             "(about 278 years) of 0, where float64 ms keep microsecond resolution; "
             "subtract the first arrival (rebase) or use a smaller factor"
         )
+
+
+def _pair(values: np.ndarray) -> str:
+    """``"mean / max"`` of integer lengths, as integers ('-' when empty)."""
+    if not values.size:
+        return "-"
+    return f"{round(float(values.mean())):,} / {int(values.max()):,}"
 
 
 def _warn(message: str) -> None:

@@ -1,12 +1,12 @@
 """Open any workload source by name: a FAST'25 trace name, a file, or the default synthetic mix.
 
-Shared by the command-line interface and by notebooks that take a source as
-a parameter.
+Shared by the command-line interface (whose options live in
+:mod:`inferasim._cli_workload`) and by notebooks that take a source as a
+parameter.
 """
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +17,7 @@ from inferasim.workload._parse import parse_json_records, read_bytes
 from inferasim.workload.core import Workload
 from inferasim.workload.tabular import ALIASES
 
-__all__ = ["DEFAULT_SYNTHETIC", "load_workload", "add_workload_arguments", "workload_from_args"]
+__all__ = ["DEFAULT_SYNTHETIC", "load_workload"]
 
 #: The embedded default workload: a seeded synthetic mix with a 16-prefix Zipf
 #: pool (system prompts shared by many requests), so every command works offline.
@@ -102,60 +102,3 @@ def load_workload(source: str | Path | None = None, **synthetic: Any) -> Workloa
     if _looks_like_mooncake(path):
         return Workload.from_mooncake(path)
     return Workload.from_csv(path)
-
-
-def add_workload_arguments(parser: argparse.ArgumentParser) -> None:
-    """Add the workload-source options shared by the subcommands.
-
-    Examples
-    --------
-    >>> p = argparse.ArgumentParser()
-    >>> add_workload_arguments(p)
-    >>> p.parse_args(["--trace", "conversation"]).trace
-    'conversation'
-    """
-    parser.add_argument(
-        "source",
-        nargs="?",
-        help="trace name (conversation, synthetic, toolagent) or a CSV/JSON/JSONL file; "
-        "default: the embedded synthetic workload",
-    )
-    parser.add_argument("--trace", help="same as SOURCE")
-    group = parser.add_argument_group("synthetic workload (the default when no source is given)")
-    group.add_argument(
-        "--synthetic", action="store_true", help="use the synthetic workload (the default)"
-    )
-    for name, value in DEFAULT_SYNTHETIC.items():
-        flag = "--" + name.replace("_", "-")
-        if name == "arrival":
-            group.add_argument(flag, default=value, choices=("poisson", "deterministic", "gamma"))
-        else:
-            group.add_argument(flag, type=type(value), default=value, metavar=type(value).__name__.upper())
-    parser.add_argument(
-        "--time-scale",
-        type=float,
-        default=1.0,
-        help="multiply arrival times by this factor (<1 compresses: more load)",
-    )
-
-
-def workload_from_args(args: argparse.Namespace) -> Workload:
-    """Build the workload the parsed options describe.
-
-    Examples
-    --------
-    >>> p = argparse.ArgumentParser()
-    >>> add_workload_arguments(p)
-    >>> len(workload_from_args(p.parse_args(["--num-requests", "10"])))
-    10
-    """
-    source = args.trace or args.source
-    if source is not None and args.synthetic:
-        raise ValueError("give either a trace/file or --synthetic, not both")
-    if source is None:
-        wl = load_workload(**{name: getattr(args, name) for name in DEFAULT_SYNTHETIC})
-    else:
-        wl = load_workload(source)
-    if args.time_scale != 1.0:
-        wl = wl.scale_time(args.time_scale)
-    return wl
