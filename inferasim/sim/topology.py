@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from inferasim.sim.simulator import Simulator
@@ -66,7 +67,7 @@ def compare_topologies(
         ``prefill_replicas``, ``decode_replicas`` (0 and 0 for aggregated),
         then summary metrics (``finished``, ``rejected``, ``throughput_rps``,
         ``output_tok_s``, ``token_hit_ratio``, TTFT/TPOT/E2E means and p99,
-        ``goodput_rps``, ``slo_attainment``, ``saturated``).
+        ``goodput_rps`` and ``slo_attainment`` when an SLO is given, ``saturated``).
 
     Examples
     --------
@@ -102,6 +103,9 @@ def compare_topologies(
         s = res.summary(slo_ttft_ms=slo_ttft_ms, slo_tpot_ms=slo_tpot_ms)
         rows.append(
             {"topology": label, "prefill_replicas": p, "decode_replicas": d}
-            | {m: s[m] for m in _METRICS}
+            | {m: s[m] for m in _METRICS if m in s.index}
         )
-    return pd.DataFrame(rows)
+    frame = pd.DataFrame(rows)
+    for count in ("finished", "rejected"):  # summary values are floats; counts read as ints
+        frame[count] = frame[count].astype(np.int64)
+    return frame
