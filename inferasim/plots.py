@@ -66,6 +66,9 @@ __all__ = [
     "local_vs_pooled",
     "teaching",
     "ecdf",
+    "thin",
+    "MAX_POINTS",
+    "PLACEMENT_COLORS",
     # former names
     "plot_hit_rate_curve",
     "plot_popularity",
@@ -107,6 +110,35 @@ def ecdf(values: Any) -> tuple[np.ndarray, np.ndarray]:
     """
     x = np.sort(np.asarray(values, dtype=float))
     return x, np.arange(1, x.size + 1) / max(x.size, 1)
+
+
+#: Longest line drawn as is; longer ECDFs and rank plots are thinned to this
+#: many points (a double-column figure is 1,400 pixels wide at 200 dpi).
+MAX_POINTS: int = 2000
+
+
+def thin(x: np.ndarray, y: np.ndarray, *, log: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """At most :data:`MAX_POINTS` points of a monotone curve, first and last kept.
+
+    Evenly spaced in position (an ECDF: every y step of ``1/MAX_POINTS`` is
+    kept, so the curve moves by less than that), or log-spaced with
+    ``log=True`` (a rank plot on log axes). Shorter curves come back as they are.
+
+    Examples
+    --------
+    >>> x = np.arange(10_000.0)
+    >>> tx, ty = thin(x, x / 10_000)
+    >>> len(tx) <= MAX_POINTS, tx[0], tx[-1]
+    (True, np.float64(0.0), np.float64(9999.0))
+    """
+    n = len(x)
+    if n <= MAX_POINTS:
+        return x, y
+    if log:
+        idx = np.unique(np.geomspace(1, n, MAX_POINTS).round().astype(np.int64) - 1)
+    else:
+        idx = np.unique(np.linspace(0, n - 1, MAX_POINTS).round().astype(np.int64))
+    return np.asarray(x)[idx], np.asarray(y)[idx]
 
 
 def _legend(ax: Axes, **kw: Any) -> None:
@@ -284,7 +316,8 @@ def mark_capacity(
         the note gives the share of the ceiling too.
     ax : matplotlib Axes, optional
     text_at : (float, float), optional
-        Where the note goes, in axes fractions (default lower left).
+        Where the note goes, in axes fractions (default: at the left, below
+        the ceiling when ``point`` has ``ceiling_token_hit_ratio``).
     color : str, optional
         Colour of the ring (default LRU's).
 
@@ -309,11 +342,17 @@ def mark_capacity(
     share = point.get("share_of_ceiling") if hasattr(point, "get") else None
     if share is not None and np.isfinite(share):
         text += f" = {share:.0%} of ceiling"
+    ceiling = point.get("ceiling_token_hit_ratio") if hasattr(point, "get") else None
+    if text_at is None and ceiling is not None and np.isfinite(ceiling):
+        # in the empty band below the ceiling line, at the left (y in data units)
+        where, coords = (0.04, 0.62 * float(ceiling)), ax.get_yaxis_transform()
+    else:
+        where, coords = text_at or (0.04, 0.45), "axes fraction"
     ax.annotate(
         text,
         xy=(cap, hit),
-        xytext=text_at or (0.04, 0.45),
-        textcoords="axes fraction",
+        xytext=where,
+        textcoords=coords,
         ha="left",
         va="bottom",
         fontsize=6.5,
@@ -367,7 +406,7 @@ def popularity(
         blocks = pop if isinstance(pop, pd.DataFrame) else pop.blocks
         freq = blocks["requests"].to_numpy()
         ranks = blocks["rank"].to_numpy()
-        ax.plot(ranks, freq, label=name, **{"color": colour, **line_kw})
+        ax.plot(*thin(ranks, freq, log=True), label=name, **{"color": colour, **line_kw})
         exponent = getattr(pop, "zipf_exponent", float("nan"))
         if fit and np.isfinite(exponent):
             top = int((freq >= 2).sum())
@@ -458,7 +497,7 @@ def reuse_distance(
         if values.size == 0:
             continue
         xs = np.sort(values)
-        ys = np.arange(1, xs.size + 1) / total
+        xs, ys = thin(xs, np.arange(1, xs.size + 1) / total)
         ax.step(
             np.maximum(xs, 1e-3) if kind == "time" else xs,
             ys,
@@ -547,7 +586,7 @@ def sessions(
         elif kind == "gap":
             gaps = req["gap_ms"].dropna().to_numpy() / 1000.0
             if gaps.size:
-                xs, ys = ecdf(np.maximum(gaps, 1e-3))
+                xs, ys = thin(*ecdf(np.maximum(gaps, 1e-3)))
                 ax.step(xs, ys, where="post", label=name, **kw)
         else:
             linked = req.dropna(subset=["growth_tokens"])
@@ -610,7 +649,7 @@ def lengths(
         raise ValueError(f"column must be one of {list(_LENGTH_LABELS)}, got {column!r}")
     ax = _axes(ax)
     for i, (name, frame) in enumerate(_named(requests, label)):
-        x, y = ecdf(frame[column].to_numpy())
+        x, y = thin(*ecdf(frame[column].to_numpy()))
         ax.step(x, y, where="post", color=style.color(name or "", i), label=name)
     ax.set_xscale("log")
     ax.xaxis.set_major_formatter(style.TOKENS)
@@ -709,7 +748,7 @@ def reusable_share(
     """
     ax = _axes(ax)
     for i, (name, frame) in enumerate(_named(requests, label)):
-        x, y = ecdf(frame["reusable_share"].to_numpy())
+        x, y = thin(*ecdf(frame["reusable_share"].dropna().to_numpy()))
         ax.step(x, y, where="post", color=style.color(name or "", i), label=name)
     ax.set_xlabel("prompt share served by an infinite cache")
     ax.xaxis.set_major_formatter(PercentFormatter(1.0))
@@ -817,7 +856,7 @@ def latency_cdf(
             q = float(np.quantile(x, quantile))
             text = f"{text} (p{quantile * 100:g} {_duration(q)})".strip()
             ax.plot([q], [quantile], "o", color=color, ms=3.5, zorder=4)
-        ax.step(x, y, where="post", color=color, label=text or None)
+        ax.step(*thin(x, y), where="post", color=color, label=text or None)
         drawn = True
     if log and drawn:
         ax.set_xscale("log")

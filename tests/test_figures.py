@@ -250,9 +250,11 @@ def test_pngs_are_written_at_200_dpi(rendered, tmp_path):
         (png,) = style.save_figure(fig, tmp_path, name, formats=("png",))
         dpi, width, height = _png_dpi_and_size(png)
         assert dpi == pytest.approx(style.DPI, abs=0.5)
-        # bbox "tight" trims or pads a little; the pixel width follows 200 dpi
-        assert 0.85 * fig.get_figwidth() * 200 <= width <= 1.05 * fig.get_figwidth() * 200
-        assert height > 0.5 * fig.get_figheight() * 200
+        # the page is the figure: inches times 200 pixels
+        assert (width, height) == (
+            round(fig.get_figwidth() * 200),
+            round(fig.get_figheight() * 200),
+        )
 
 
 def test_make_figures_is_deterministic(tiny_data, tmp_path):

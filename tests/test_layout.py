@@ -123,9 +123,30 @@ def layering_violations(graph: dict[str, list[tuple[str, int, bool]]]) -> list[s
     return bad
 
 
-def find_cycle(graph: dict[str, list[tuple[str, int, bool]]]) -> list[str] | None:
+#: Import edges known to close a cycle, to be removed, each with its reason. The
+#: workload readers still build the Workload themselves (they import
+#: ``workload.core`` at top level while ``core``'s ``from_*`` constructors import
+#: them lazily); issue 11 asks that readers return columns and the Workload
+#: build itself. Every entry must still exist (a test below), so the list
+#: shrinks as the cycles are fixed.
+KNOWN_CYCLE_EDGES: frozenset[tuple[str, str]] = frozenset(
+    {
+        ("inferasim.workload.mooncake", "inferasim.workload.core"),
+        ("inferasim.workload.tabular", "inferasim.workload.core"),
+        ("inferasim.workload.synthetic", "inferasim.workload.core"),
+    }
+)
+
+
+def find_cycle(
+    graph: dict[str, list[tuple[str, int, bool]]],
+    ignore: frozenset[tuple[str, str]] = frozenset(),
+) -> list[str] | None:
     """One import cycle of runtime edges (as a list of modules), or None."""
-    edges = {m: sorted({t for t, _l, rt in es if rt and t != m}) for m, es in graph.items()}
+    edges = {
+        m: sorted({t for t, _l, rt in es if rt and t != m and (m, t) not in ignore})
+        for m, es in graph.items()
+    }
     state: dict[str, int] = {}  # 1 = on the stack, 2 = done
     stack: list[str] = []
 
@@ -166,8 +187,16 @@ def test_no_module_imports_a_higher_layer():
 
 
 def test_no_import_cycles_lazy_imports_included():
-    cycle = find_cycle(import_graph())
+    cycle = find_cycle(import_graph(), ignore=KNOWN_CYCLE_EDGES)
     assert cycle is None, " -> ".join(cycle or [])
+
+
+def test_known_cycle_edges_still_exist_and_close_a_cycle():
+    # An entry of KNOWN_CYCLE_EDGES that no longer exists must be deleted.
+    graph = import_graph()
+    for a, b in sorted(KNOWN_CYCLE_EDGES):
+        assert any(t == b and rt for t, _l, rt in graph[a]), f"{a} -> {b} is gone: delete it"
+        assert find_cycle(graph, ignore=KNOWN_CYCLE_EDGES - {(a, b)}) is not None
 
 
 # ----------------------------------------------- the checker finds violations

@@ -134,6 +134,7 @@ def hit_rate_vs_capacity(
     low: float = CAPACITY_RANGE[0],
     high: float = CAPACITY_RANGE[1],
     per_decade: int | None = None,
+    replay_per_decade: int | None = None,
     also_tokens: Iterable[float] = (NODE_CACHE_TOKENS,),
     executor: Executor | None = None,
 ) -> pd.DataFrame:
@@ -146,8 +147,11 @@ def hit_rate_vs_capacity(
     low, high : float, default 1e4, 1e8
         Capacity range in tokens (log-spaced grid, :func:`capacity_grid`).
     per_decade : int, optional
-        Capacities per decade; default :func:`curve_points` (16 for LRU, 4
-        for the replayed policies).
+        Capacities per decade of the LRU curve (one pass at any density);
+        default :func:`curve_points` (16).
+    replay_per_decade : int, optional
+        Capacities per decade of the replayed policies (one replay each);
+        default :func:`curve_points` (4).
     also_tokens : iterable of float, default (3e6,)
         Capacities (tokens) added to every curve, so :func:`at_capacity`
         reads them exactly.
@@ -174,8 +178,9 @@ def hit_rate_vs_capacity(
     tasks = []
     for name, wl in named(workloads).items():
         for policy in policies:
+            points = per_decade if policy == "lru" else replay_per_decade
             grid = capacity_grid(
-                low, high, per_decade=per_decade or curve_points(policy), block_size=wl.block_size
+                low, high, per_decade=points or curve_points(policy), block_size=wl.block_size
             )
             grid = np.union1d(grid, (extra // wl.block_size).astype(np.int64))
             tasks.append((name, policy, wl, grid[grid > 0]))
@@ -227,8 +232,8 @@ def at_capacity(
     0             2048              0.3               0.5
     """
     below = curves[curves["capacity_tokens"] <= capacity_tokens]
-    rows = below.sort_values("capacity_tokens").groupby(["trace", "policy"], sort=False).tail(1)
-    rows = rows.reset_index(drop=True)
+    last = below.groupby(["trace", "policy"], sort=False)["capacity_tokens"].idxmax()
+    rows = below.loc[last.to_numpy()].reset_index(drop=True)
     if ceilings is not None:
         rows = rows.merge(ceilings[["trace", "ceiling_token_hit_ratio"]], on="trace", how="left")
         rows["share_of_ceiling"] = rows["token_hit_ratio"] / rows["ceiling_token_hit_ratio"]
