@@ -26,12 +26,13 @@ import argparse
 import os
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from concurrent.futures import Executor, ProcessPoolExecutor
+from concurrent.futures import Executor, Future, ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
@@ -96,6 +97,7 @@ class FigureData:
         self.quick = settings.ci_mode() if quick is None else bool(quick)
         self._given = dict(workloads) if workloads is not None else None
         self._frames: dict[str, Any] = {}
+        self._pending: dict[str, Future[Any]] = {}
         #: Seconds spent computing each study (first use only).
         self.timings: dict[str, float] = {}
 
@@ -104,7 +106,14 @@ class FigureData:
 
     @cached_property
     def workloads(self) -> dict[str, Workload]:
-        """The traces by name (conversation, synthetic, and toolagent when present)."""
+        """The traces by name (conversation, synthetic, and toolagent when present).
+
+        Examples
+        --------
+        >>> wl = Workload.from_requests([0], [10], [1])
+        >>> list(FigureData(workloads={"t": wl}).workloads)
+        ['t']
+        """
         if self._given is not None:
             return self._given
         return studies.load_traces(self.traces_dir)
@@ -119,23 +128,78 @@ class FigureData:
         ...
         KeyError: "unknown study 'nope'; known: ['overview', 'requests', 'reuse_distances', 'block_popularity', 'hit_rates', 'local_vs_pooled', 'routing', 'sizing']"
         """
+        if name in self._pending:
+            self._frames[name] = self._pending.pop(name).result()
         if name not in self._frames:
-            if name.startswith("teaching:"):
-                compute: Callable[[FigureData], Any] = lambda d: studies.teaching(  # noqa: E731
-                    name.split(":", 1)[1], quick=d.quick, executor=d.executor
-                )
-            elif name in STUDIES:
-                compute = STUDIES[name]
-            else:
-                raise KeyError(f"unknown study {name!r}; known: {list(STUDIES)}")
-            start = time.perf_counter()
-            self._frames[name] = compute(self)
-            self.timings[name] = time.perf_counter() - start
+            self._frames[name] = self._compute(name)
         return self._frames[name]
+
+    def _compute(self, name: str) -> Any:
+        if name.startswith("teaching:"):
+            compute: Callable[[FigureData], Any] = lambda d: studies.teaching(  # noqa: E731
+                name.split(":", 1)[1], quick=d.quick, executor=d.executor
+            )
+        elif name in STUDIES:
+            compute = STUDIES[name]
+        else:
+            raise KeyError(f"unknown study {name!r}; known: {list(STUDIES)}")
+        start = time.perf_counter()
+        out = compute(self)
+        self.timings[name] = time.perf_counter() - start
+        return out
+
+    def prefetch(self, names: Iterable[str]) -> None:
+        """Start computing these studies in the background, on the executor.
+
+        Each study runs in a thread of this process that hands its runs to
+        :attr:`executor`, so the worker processes compute while this process
+        draws and saves the figures whose data is ready; :meth:`get` waits
+        for a prefetched study. Without an executor this does nothing.
+
+        Examples
+        --------
+        >>> from concurrent.futures import ThreadPoolExecutor
+        >>> wl = Workload.from_requests([0, 1, 2], [1024] * 3, [4] * 3, [[1, 2], [1, 3], [1, 2]])
+        >>> with ThreadPoolExecutor(2) as ex:
+        ...     data = FigureData(workloads={"t": wl}, executor=ex)
+        ...     data.prefetch(["overview"])
+        ...     float(data.get("overview")["ceiling_token_hit_ratio"].iloc[0])
+        0.5
+        """
+        if self.executor is None:
+            return
+        wanted = [n for n in names if n not in self._frames and n not in self._pending]
+        if not wanted:
+            return
+        self.workloads  # load the traces once, before the threads start  # noqa: B018
+        threads = ThreadPoolExecutor(max_workers=len(wanted), thread_name_prefix="study")
+        for name in wanted:
+            self._pending[name] = threads.submit(self._compute, name)
+        threads.shutdown(wait=False)
+
+    def run(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """``fn(*args, **kwargs)`` on the executor (one task), or here without one.
+
+        Examples
+        --------
+        >>> FigureData(workloads={}).run(max, 2, 3)
+        3
+        """
+        if self.executor is None:
+            return fn(*args, **kwargs)
+        return self.executor.submit(fn, *args, **kwargs).result()
 
     @property
     def routing_window_ms(self) -> float | None:
-        """The slice of each trace the routing simulations run on (None: whole trace)."""
+        """The slice of each trace the routing simulations run on (None: whole trace).
+
+        Examples
+        --------
+        >>> FigureData(workloads={}, quick=True).routing_window_ms
+        1200000
+        >>> FigureData(workloads={}, quick=False).routing_window_ms is None
+        True
+        """
         return settings.QUICK_WINDOW_MS if self.quick else None
 
 
@@ -143,6 +207,10 @@ def _sizing(d: FigureData) -> pd.DataFrame:
     wl = d.workloads["conversation"]
     if d.quick:
         wl = wl.window(0, 10 * 60_000)
+    return d.run(_sizing_requests, wl)
+
+
+def _sizing_requests(wl: Workload) -> pd.DataFrame:
     cfg = settings.SIZING_DEFAULTS
     res = studies.run_routing(
         wl.scale_time(1.0 / cfg["load"]),
@@ -156,6 +224,19 @@ def _sizing(d: FigureData) -> pd.DataFrame:
     )
 
 
+# Heavy studies each figure reads (for prefetching).
+_USES: dict[str, tuple[str, ...]] = {
+    "hit_rate_capacity": ("hit_rates",),
+    "sizing_hit_rate": ("hit_rates",),
+    "sizing_simulation": ("sizing",),
+    "local_vs_global": ("local_vs_pooled", "routing"),
+    "ttft_by_routing": ("routing",),
+    "replica_load": ("routing",),
+}
+
+#: Studies worth computing in the background, longest first.
+HEAVY_STUDIES: tuple[str, ...] = ("hit_rates", "routing", "local_vs_pooled", "sizing")
+
 #: The studies behind the figures, by name (``teaching:<experiment>`` too).
 STUDIES: dict[str, Callable[[FigureData], Any]] = {
     "overview": lambda d: studies.overview(d.workloads),
@@ -163,7 +244,7 @@ STUDIES: dict[str, Callable[[FigureData], Any]] = {
     "reuse_distances": lambda d: studies.reuse_distances(d.workloads),
     "block_popularity": lambda d: studies.block_popularity(d.workloads),
     "hit_rates": lambda d: studies.hit_rate_vs_capacity(d.workloads, executor=d.executor),
-    "local_vs_pooled": lambda d: studies.local_vs_pooled(d.workloads),
+    "local_vs_pooled": lambda d: d.run(studies.local_vs_pooled, d.workloads),
     "routing": lambda d: studies.compare_routing(
         {t: d.workloads[t] for t in settings.REQUIRED_TRACES},
         window_ms=d.routing_window_ms,
@@ -403,9 +484,11 @@ def plot_ttft_by_routing(requests: pd.DataFrame, collapsing: str = "longest_matc
     summary = studies.routing_summary(requests)
     normal = requests[requests["routing"] != collapsing]
     apart = requests[requests["routing"] == collapsing]
-    ncols = len(traces) + (1 if len(apart) else 0) + 1
-    fig, axes = style.figure((style.DOUBLE[0], 2.7), ncols=ncols)
+    top = [*traces, *(["apart"] if len(apart) else [])]
     with style.context():
+        fig = Figure(figsize=(style.DOUBLE[0], 4.4), layout="constrained")
+        panels = fig.subplot_mosaic([top, ["dots"] * len(top)], height_ratios=[1.25, 1])
+        axes = np.array([[panels[k] for k in top]])
         for ax, trace in zip(axes[0], traces, strict=False):
             plots.latency_cdf(
                 normal[normal["trace"] == trace], ax=ax, labels=style.label, quantile=0.99
@@ -419,12 +502,12 @@ def plot_ttft_by_routing(requests: pd.DataFrame, collapsing: str = "longest_matc
             apart_palette = {t: style.color(collapsing) if k == 0 else shades[t]
                              for k, t in enumerate(traces)}
             plots.latency_cdf(apart, ax=ax, hue="trace", quantile=0.99, palette=apart_palette)
-            ax.legend(loc="upper left", fontsize=5.5)
+            ax.legend(loc="center", fontsize=5.5)
             ax.set_title(style.label(collapsing))
-        dots = axes[0, -1]
+        dots = panels["dots"]
         plots.quantile_dots(summary, "ttft_p99_ms", ax=dots, palette=shades)
-        dots.set_title("TTFT p99 by policy")
-        dots.legend(loc="lower right", fontsize=6)
+        dots.set_title("TTFT p99 by routing policy (log scale)")
+        dots.legend(loc="lower right", fontsize=6.5)
         policies = list(dict.fromkeys(normal["routing"]))
         handles = [
             Line2D([], [], color=style.color(p, j), lw=2, label=style.label(p))
@@ -682,6 +765,10 @@ def make_figures(
                     out_dir, names=wanted, formats=formats, data=data, verbose=verbose
                 )
         data = FigureData(traces_dir, quick=quick)
+    # The heavy studies start at once on the workers; the cheap ones run here.
+    needed = {study for n in wanted for study in _USES.get(n, ())}
+    needed |= {f"teaching:{n[len('teaching_'):]}" for n in wanted if n.startswith("teaching_")}
+    data.prefetch([n for n in HEAVY_STUDIES if n in needed] + sorted(n for n in needed if ":" in n))
     written: dict[str, list[Path]] = {}
     seconds: dict[str, tuple[float, float]] = {}
     begin, begin_cpu = time.perf_counter(), time.process_time()
