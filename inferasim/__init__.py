@@ -51,6 +51,7 @@ __all__ = [
 _SUBMODULES = {
     "reuse": "inferasim.reuse",
     "plots": "inferasim.plots",
+    "studies": "inferasim.studies",
     "sim": "inferasim.sim",
     "traces": "inferasim.workload.traces",
     "widgets": "inferasim.widgets",

@@ -1,17 +1,24 @@
 """Paper style for inferasim figures: fonts, sizes, a colour-blind-safe palette.
 
 Every figure of the notebooks and of ``inferasim figures`` is drawn inside
-:func:`paper_style`, so they share one look: the Okabe-Ito palette (safe for
+:func:`context` (or after :func:`use`), so they share one look: the Okabe-Ito palette (safe for
 the common colour-vision deficiencies), 8-9 pt fonts at print size, light
 grids, no top/right spines, and figure sizes that fit a two-column paper
-(:data:`SINGLE` column, :data:`DOUBLE` column). :func:`save_figure` writes
-PDF and PNG deterministically (no creation date, fixed hash salt), so
-regenerating a figure from the same data gives byte-identical files.
+(:data:`SINGLE` column, :data:`DOUBLE` column). The plotting functions of
+:mod:`inferasim.plots` never set the style themselves: a notebook calls
+:func:`use` once, a script draws inside ``with style.context():``.
+:func:`save_figure` writes PDF and PNG at :data:`DPI` deterministically (no
+creation date, fixed hash salt), so regenerating a figure from the same data
+gives byte-identical files.
+
+The display names of policies (:func:`label`) and the token-count axis
+formatter (:data:`TOKENS`) live here too, so plots, widgets and figures share
+them without importing each other.
 
 Examples
 --------
 >>> import matplotlib.pyplot as plt
->>> with paper_style():
+>>> with context():
 ...     fig, ax = plt.subplots(figsize=SINGLE)
 ...     _ = ax.plot([0, 1], [0, 1], color=color("lru"))
 >>> plt.close(fig)
@@ -26,6 +33,7 @@ from typing import Any
 
 import matplotlib as mpl
 from matplotlib.figure import Figure
+from matplotlib.ticker import FuncFormatter
 
 __all__ = [
     "OKABE_ITO",
@@ -33,10 +41,19 @@ __all__ = [
     "DOUBLE",
     "DOUBLE_TALL",
     "RC_PARAMS",
+    "DPI",
+    "LABELS",
+    "TOKENS",
     "color",
+    "context",
+    "figure",
+    "label",
     "marker",
     "paper_style",
     "save_figure",
+    "tokens_text",
+    "two_lines",
+    "use",
 ]
 
 #: The Okabe-Ito palette (Okabe & Ito 2008), black last.
@@ -82,11 +99,14 @@ _NAMED: dict[str, str] = {
 _CYCLE = [OKABE_ITO[k] for k in ("blue", "orange", "green", "vermillion", "sky", "purple", "black")]
 _MARKERS = {"lru": "o", "fifo": "s", "lfu": "^", "opt": "D"}
 
+#: Resolution of saved raster files (PNG), dots per inch.
+DPI: int = 200
+
 #: Matplotlib rc parameters of the paper style.
 RC_PARAMS: dict[str, Any] = {
     "figure.figsize": SINGLE,
     "figure.dpi": 100,
-    "savefig.dpi": 200,
+    "savefig.dpi": DPI,
     "savefig.bbox": "tight",
     "savefig.pad_inches": 0.03,
     "font.family": "DejaVu Sans",
@@ -149,9 +169,69 @@ def marker(name: str) -> str:
     return _MARKERS.get(str(name).lower(), "o")
 
 
-@contextmanager
-def paper_style(**overrides: Any) -> Iterator[None]:
-    """Draw inside this context to get the paper style.
+#: Display names of eviction policies, routing policies and placement rules.
+LABELS: dict[str, str] = {
+    "lru": "LRU",
+    "fifo": "FIFO",
+    "lfu": "LFU",
+    "opt": "offline optimum",
+    "round_robin": "round-robin",
+    "random": "random",
+    "least_loaded": "least-loaded",
+    "cache_aware": "cache-aware",
+    "longest_match": "pure longest-match",
+    "kv_cost": "cache + load cost",
+    "hash_first_block": "sticky (first block)",
+}
+
+
+def label(name: str) -> str:
+    """Display label of a policy or routing name (the name itself when unknown).
+
+    Examples
+    --------
+    >>> label("kv_cost"), label("mine")
+    ('cache + load cost', 'mine')
+    """
+    return LABELS.get(name, name)
+
+
+def two_lines(text: str, width: int = 13) -> str:
+    """Break a long title at the space nearest its middle.
+
+    Examples
+    --------
+    >>> two_lines("cache + load cost"), two_lines("random")
+    ('cache +\\nload cost', 'random')
+    """
+    spaces = [i for i, ch in enumerate(text) if ch == " "]
+    if len(text) <= width or not spaces:
+        return text
+    cut = min(spaces, key=lambda i: abs(i - len(text) / 2))
+    return text[:cut] + "\n" + text[cut + 1 :]
+
+
+def tokens_text(x: float, _pos: Any = None) -> str:
+    """A token count with a k/M/G suffix, for axis ticks and annotations.
+
+    Examples
+    --------
+    >>> tokens_text(3_000_000), tokens_text(2_999_808), tokens_text(1500), tokens_text(12)
+    ('3M', '3M', '1.5k', '12')
+    """
+    for scale, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(x) >= scale:
+            text = f"{x / scale:.1f}".rstrip("0").rstrip(".")
+            return f"{text}{suffix}"
+    return f"{x:.0f}"
+
+
+#: Tick formatter for token counts (``3M``, ``10k``).
+TOKENS = FuncFormatter(tokens_text)
+
+
+def use(**overrides: Any) -> None:
+    """Switch matplotlib to the paper style for the rest of the session (a notebook's first cell).
 
     Parameters
     ----------
@@ -161,7 +241,27 @@ def paper_style(**overrides: Any) -> Iterator[None]:
     Examples
     --------
     >>> import matplotlib as mpl
-    >>> with paper_style(**{"font.size": 9}):
+    >>> with mpl.rc_context():  # keep the doctest session unchanged
+    ...     use()
+    ...     mpl.rcParams["savefig.dpi"]
+    200.0
+    """
+    mpl.rcParams.update({**RC_PARAMS, **overrides})
+
+
+@contextmanager
+def context(**overrides: Any) -> Iterator[None]:
+    """Draw (and save) inside this context to get the paper style; the old settings come back after.
+
+    Parameters
+    ----------
+    **overrides
+        Extra rc parameters, e.g. ``**{"font.size": 9}``.
+
+    Examples
+    --------
+    >>> import matplotlib as mpl
+    >>> with context(**{"font.size": 9}):
     ...     mpl.rcParams["font.size"]
     9.0
     """
@@ -170,13 +270,57 @@ def paper_style(**overrides: Any) -> Iterator[None]:
         yield
 
 
+#: Former name of :func:`context`.
+paper_style = context
+
+
+def figure(
+    size: tuple[float, float] = SINGLE, ncols: int = 1, nrows: int = 1, **subplots_kw: Any
+) -> tuple[Figure, Any]:
+    """A new figure (no pyplot state) and its axes as a 2-D array, in the paper style.
+
+    The figure uses constrained layout; nothing is registered with pyplot, so
+    a notebook shows it once, when it is the cell's value.
+
+    Parameters
+    ----------
+    size : (float, float), default SINGLE
+        Width and height in inches.
+    ncols, nrows : int, default 1
+    **subplots_kw
+        Passed to :meth:`matplotlib.figure.Figure.subplots` (``sharey=True``...).
+
+    Returns
+    -------
+    (Figure, numpy.ndarray of Axes)
+
+    Examples
+    --------
+    >>> fig, axes = figure(DOUBLE, ncols=2)
+    >>> axes.shape, float(fig.get_figwidth())
+    ((1, 2), 7.0)
+    """
+    with context():
+        fig = Figure(figsize=size, layout="constrained")
+        axes = fig.subplots(nrows, ncols, squeeze=False, **subplots_kw)
+    return fig, axes
+
+
 def save_figure(
-    fig: Figure, out_dir: str | Path, name: str, *, formats: tuple[str, ...] = ("pdf", "png")
+    fig: Figure,
+    out_dir: str | Path,
+    name: str,
+    *,
+    formats: tuple[str, ...] = ("pdf", "png"),
+    dpi: int = DPI,
 ) -> list[Path]:
-    """Write ``fig`` as ``out_dir/name.<fmt>`` for each format, deterministically.
+    """Write ``fig`` as ``out_dir/name.<fmt>`` for each format, deterministically, in the paper style.
 
     PDF files carry no creation date and the producer is fixed; PNG files
-    carry no software tag; so the same figure gives the same bytes.
+    carry no software tag; so the same figure gives the same bytes. Raster
+    files are written at ``dpi`` whatever the caller's rc settings (the
+    figure's own ``dpi`` is only its screen resolution): a 7 x 2.6 in figure
+    is a 1400 x 520 pixel PNG.
 
     Parameters
     ----------
@@ -186,6 +330,8 @@ def save_figure(
     name : str
         File stem.
     formats : tuple of str, default ("pdf", "png")
+    dpi : int, default DPI (200)
+        Resolution of PNG files; the PNG records it.
 
     Returns
     -------
@@ -194,12 +340,11 @@ def save_figure(
 
     Examples
     --------
-    >>> import tempfile, matplotlib.pyplot as plt
-    >>> fig, ax = plt.subplots()
+    >>> import tempfile
+    >>> fig, _ = figure((2.0, 1.0))
     >>> with tempfile.TemporaryDirectory() as d:
     ...     [p.name for p in save_figure(fig, d, "demo")]
     ['demo.pdf', 'demo.png']
-    >>> plt.close(fig)
     """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -214,9 +359,14 @@ def save_figure(
         "svg": {"Date": None},
     }
     paths = []
-    with mpl.rc_context({"svg.hashsalt": "inferasim"}):
+    # The style's savefig settings apply only while it is active: save inside
+    # it, and pass the resolution explicitly (rc "savefig.dpi" outside the
+    # context would be matplotlib's default, the figure's 100 dpi). Figures
+    # are laid out by constrained layout already: no "tight" bounding box,
+    # which would draw every figure twice; the page is the figure's size.
+    with context(**{"savefig.bbox": None}):
         for fmt in formats:
             path = out / f"{name}.{fmt}"
-            fig.savefig(path, format=fmt, metadata=metadata.get(fmt))
+            fig.savefig(path, format=fmt, dpi=dpi, metadata=metadata.get(fmt))
             paths.append(path)
     return paths

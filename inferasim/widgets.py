@@ -36,15 +36,15 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from inferasim import style
-from inferasim.figures import (
+from inferasim.plots import hit_rate_line as draw_hit_rate_curve
+from inferasim.studies import policy_curve as hit_rate_curve
+from inferasim.studies.settings import (
     CAPACITY_RANGE,
     NODE_CACHE_TOKENS,
     capacity_grid,
     curve_points,
-    draw_hit_rate_curve,
-    hit_rate_curve,
-    label,
 )
+from inferasim.style import label
 from inferasim.workload import Workload
 
 __all__ = [

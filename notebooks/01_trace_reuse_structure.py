@@ -27,40 +27,57 @@
 # blocks come back and after how much other traffic, and which hit rate a
 # single cache reaches as it grows from 10 thousand to 100 million tokens.
 #
-# Every figure here is drawn by a function of `inferasim.figures`, so
-# `inferasim figures` regenerates exactly these plots; every number in the
-# text is computed below, not typed in.
+# Every cell is the code you would write yourself with `inferasim`: load a
+# trace, compute a tidy frame (`ism.reuse`, `ism.studies`), draw it with an
+# axes-level function of `ism.plots`. `inferasim figures` draws the same
+# figures from the same functions; every number in the text is computed
+# below, not typed in.
+
+# %% tags=["parameters"]
+# Under CI (QUICK) the replayed policies (FIFO, LFU, optimum) get 2 capacities
+# per decade instead of 4; LRU curves are exact at any density (one pass).
+import os
+
+QUICK = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 
 # %%
 # %matplotlib inline
+import matplotlib.pyplot as plt
 import numpy as np
-import pandas as pd
 from IPython.display import Markdown, display
 
-from inferasim import figures
+import inferasim as ism
 
-study = figures.Study()  # finds the traces ($INFERASIM_TRACE_DIR, ../shared/traces, cache)
-workloads = study.workloads
-conv, syn = workloads["conversation"], workloads["synthetic"]
-overview = pd.DataFrame({name: wl.describe() for name, wl in workloads.items()}).T
-overview[
-    [
-        "requests",
-        "duration_ms",
-        "offered_rate_rps",
-        "input_mean",
-        "output_mean",
-        "blocks_total",
-        "blocks_unique",
-        "infinite_token_hit_ratio",
-    ]
-].astype(float).round(3)
+ism.style.use()  # the paper style for every figure below
+
+# Found in $INFERASIM_TRACE_DIR, ./traces, ../shared/traces or the user cache.
+traces = {name: ism.Workload.from_mooncake(name) for name in ("conversation", "synthetic")}
+conv, syn = traces["conversation"], traces["synthetic"]
+conv
+
+# %% [markdown]
+# One row per trace: size, duration, rate, and the *ceiling*, the share of
+# prompt tokens an infinite cache would serve.
+
+# %%
+overview = ism.studies.overview(traces)
+overview
 
 # %% [markdown]
 # ## Prompt and output lengths
+#
+# `ism.studies.requests` gives one row per request of every trace: lengths,
+# arrival, the reusable prefix and the request's place in a conversation.
 
 # %%
-figures.plot_trace_lengths(workloads)
+requests = ism.studies.requests(traces)
+requests.head()
+
+# %%
+fig, (a, b) = plt.subplots(1, 2, figsize=ism.style.DOUBLE)
+ism.plots.lengths(requests, "input_len", ax=a).set_title("prompt lengths")
+ism.plots.lengths(requests, "output_len", ax=b).set_title("output lengths")
+plt.show()
 
 
 # %%
@@ -86,23 +103,24 @@ display(
 # ## Arrivals over time
 
 # %%
-figures.plot_trace_arrivals(workloads)
-
+fig, (a, b) = plt.subplots(1, 2, figsize=ism.style.DOUBLE)
+ism.plots.arrivals(requests, "requests", ax=a).set_title("arrival rate (60 s bins)")
+ism.plots.arrivals(requests, "tokens", ax=b).set_title("prompt token rate")
+plt.show()
 
 # %%
-def per_minute(wl):
-    minutes = (wl.arrival_ms // 60_000).astype(int)
-    return np.bincount(minutes)[:-1]  # drop the last, partial minute
-
-
-conv_rpm, syn_rpm = per_minute(conv), per_minute(syn)
+per_minute = requests.assign(minute=requests["arrival_ms"] // 60_000).groupby(["trace", "minute"]).size()
+# leave out each trace's last, partial minute
+full = per_minute.drop(index=per_minute.groupby(level="trace").tail(1).index)
+swing = full.groupby(level="trace").max() / full.groupby(level="trace").min()
+ov = overview.set_index("trace")
 display(
     Markdown(
-        f"The conversation trace covers {conv.describe()['duration_ms'] / 60_000:.0f} minutes at "
-        f"{conv.describe()['offered_rate_rps']:.2f} requests/s on average, the synthetic one "
-        f"{syn.describe()['duration_ms'] / 60_000:.0f} minutes at {syn.describe()['offered_rate_rps']:.2f} "
-        f"requests/s. Minute-to-minute load varies by a factor of {conv_rpm.max() / conv_rpm.min():.1f} "
-        f"(conversation) and {syn_rpm.max() / syn_rpm.min():.1f} (synthetic) between the quietest and "
+        f"The conversation trace covers {ov.loc['conversation', 'duration_min']:.0f} minutes at "
+        f"{ov.loc['conversation', 'rate_rps']:.2f} requests/s on average, the synthetic one "
+        f"{ov.loc['synthetic', 'duration_min']:.0f} minutes at {ov.loc['synthetic', 'rate_rps']:.2f} "
+        f"requests/s. Minute-to-minute load varies by a factor of {swing['conversation']:.1f} "
+        f"(conversation) and {swing['synthetic']:.1f} (synthetic) between the quietest and "
         f"busiest minute; the prompt-token rate, which sets the prefill work, follows the request rate."
     )
 )
@@ -111,28 +129,27 @@ display(
 # ## Block popularity
 
 # %%
-figures.plot_block_popularity(workloads)
-
+popularity = ism.studies.block_popularity(traces)
+popularity.head()
 
 # %%
-def popularity_stats(wl):
-    _, counts = np.unique(wl.hash_ids, return_counts=True)
-    return (
-        counts.max(),
-        (counts == 1).mean(),
-        np.sort(counts)[::-1][: max(len(counts) // 100, 1)].sum() / counts.sum(),
-    )
+ism.plots.popularity(popularity, fit=False)
+plt.show()
 
-
-conv_top, conv_once, conv_top1 = popularity_stats(conv)
-syn_top, syn_once, syn_top1 = popularity_stats(syn)
+# %%
+pop = popularity.groupby("trace")["requests"]
+top1 = popularity.groupby("trace").apply(
+    lambda g: g["requests"].head(max(len(g) // 100, 1)).sum() / g["requests"].sum()
+)
+once = pop.apply(lambda r: (r == 1).mean())
 display(
     Markdown(
         f"A few blocks are everywhere and most are never seen again. In the conversation trace the most "
-        f"popular block appears in {conv_top:,} of {len(conv):,} requests (a shared system prompt), while "
-        f"{conv_once:.0%} of distinct blocks are referenced once; the top 1% of blocks take "
-        f"{conv_top1:.0%} of all references. The synthetic trace is flatter at the head (top block in "
-        f"{syn_top:,} requests) but has the same long tail ({syn_once:.0%} referenced once)."
+        f"popular block appears in {pop.max()['conversation']:,} of {len(conv):,} requests (a shared "
+        f"system prompt), while {once['conversation']:.0%} of distinct blocks are referenced once; the "
+        f"top 1% of blocks take {top1['conversation']:.0%} of all references. The synthetic trace is "
+        f"flatter at the head (top block in {pop.max()['synthetic']:,} requests) but has the same long "
+        f"tail ({once['synthetic']:.0%} referenced once)."
     )
 )
 
@@ -141,28 +158,30 @@ display(
 #
 # The reuse distance of a block reference is the number of distinct tokens
 # touched since the block's previous use; an LRU cache larger than that
-# distance serves the reference. The dashed line is a 3M-token cache, one
-# prefill node's DRAM in the paper.
+# distance serves the reference. One row per block reference (`inf` for a
+# first use); the dashed line is a 3M-token cache, one prefill node's DRAM
+# in the paper.
 
 # %%
-figures.plot_reuse_distance(workloads)
-
+NODE = ism.studies.NODE_CACHE_TOKENS
+distances = ism.studies.reuse_distances(traces)
+distances.head()
 
 # %%
-def reuse_within(wl, tokens):
-    d = figures.reuse_distance_tokens(wl)  # inf for first uses
-    again = np.isfinite(d)
-    return again.mean(), (d[again] <= tokens).mean()
+ism.plots.reuse_distance(distances, mark_tokens=NODE)
+plt.show()
 
-
-conv_again, conv_within = reuse_within(conv, figures.NODE_CACHE_TOKENS)
-syn_again, syn_within = reuse_within(syn, figures.NODE_CACHE_TOKENS)
+# %%
+d = distances.assign(again=np.isfinite(distances["stack_distance_tokens"]))
+again = d.groupby("trace")["again"].mean()
+within = d[d["again"]].groupby("trace")["stack_distance_tokens"].apply(lambda s: (s <= NODE).mean())
 display(
     Markdown(
-        f"{conv_again:.0%} of conversation block references and {syn_again:.0%} of synthetic ones "
-        f"repeat an earlier block. Of those repeats, {conv_within:.0%} (conversation) and "
-        f"{syn_within:.0%} (synthetic) come back within 3M tokens of other traffic, which bounds what "
-        f"a 3M-token LRU cache can serve; the rest need a cache an order of magnitude larger."
+        f"{again['conversation']:.0%} of conversation block references and {again['synthetic']:.0%} "
+        f"of synthetic ones repeat an earlier block. Of those repeats, {within['conversation']:.0%} "
+        f"(conversation) and {within['synthetic']:.0%} (synthetic) come back within "
+        f"{NODE / 1e6:.0f}M tokens of other traffic, which bounds what a {NODE / 1e6:.0f}M-token LRU "
+        f"cache can serve; the rest need a cache an order of magnitude larger."
     )
 )
 
@@ -170,21 +189,16 @@ display(
 # ## Prefix-tree and multi-turn structure
 
 # %%
-figures.plot_prefix_structure(workloads)
-
+fig, (a, b, c) = plt.subplots(1, 3, figsize=ism.style.DOUBLE)
+ism.plots.reusable_share(requests, ax=a).set_title("reusable prefix per prompt")
+ism.plots.sessions(requests, kind="turns", ax=b).set_title("multi-turn chains")
+ism.plots.sessions(requests, kind="gap", ax=c).set_title("gap before the next turn")
+plt.show()
 
 # %%
-def structure_of(wl):
-    cached = figures.cached_prefix_tokens(wl)
-    return {
-        "requests reusing more than one block": float((cached > wl.block_size).mean()),
-        "mean reused share of a prompt": float((cached / wl.input_len).mean()),
-        **figures.session_stats(wl),
-        **figures.tree_stats(wl),
-    }
-
-
-structure = pd.DataFrame({name: structure_of(wl) for name, wl in workloads.items()})
+structure = ism.studies.structure_stats(traces).pivot(
+    index="statistic", columns="trace", values="value"
+)
 structure
 
 # %%
@@ -212,50 +226,72 @@ display(
 # %% [markdown]
 # ## Hit rate against cache capacity
 #
-# One cache, capacities from 10 thousand to 100 million tokens (log scale),
-# four eviction policies: LRU, FIFO, LFU and Belady's offline optimum (evict
-# the block used furthest in the future), which no online policy can beat.
-# The dotted line is the ceiling, the hit ratio of an infinite cache; the
-# dashed line marks a 3M-token cache.
+# First one trace and one policy: `ism.reuse.hit_rate_curve` computes the
+# exact LRU hit ratio at every capacity in one pass over the trace.
 
 # %%
-figures.plot_hit_rate_capacity(study.hit_rates, study.ceilings, study.node_cache)
+curve = ism.reuse.hit_rate_curve(conv, unit="tokens")
+curve.head()
 
 # %%
-node = study.node_cache.set_index(["trace", "policy"])
-curves = study.hit_rates
+ceiling = float(ov.loc["conversation", "ceiling_token_hit_ratio"])
+ax = ism.plots.hit_rate(curve, ceiling=ceiling, label="conversation, LRU")
+ax.set_xlim(1e4, 1e8)
+plt.show()
 
+# %% [markdown]
+# Now both traces, capacities from 10 thousand to 100 million tokens (log
+# scale), four eviction policies: LRU, FIFO, LFU and Belady's offline optimum
+# (evict the block used furthest in the future), which no online policy can
+# beat. FIFO, LFU and the optimum replay the trace once per capacity, so
+# this cell takes a while (about half a minute); the 3M-token point is on
+# every curve.
 
-def capacity_for(trace, policy, share):
-    c = curves[(curves["trace"] == trace) & (curves["policy"] == policy)]
-    target = share * study.ceilings.loc[trace, "ceiling_token_hit_ratio"]
-    reached = c[c["token_hit_ratio"] >= target]
-    return reached["capacity_tokens"].min() if len(reached) else float("nan")
+# %%
+replay_points = 2 if QUICK else None  # capacities per decade of FIFO/LFU/optimum (default 4)
+hit_rates = ism.studies.hit_rate_vs_capacity(traces, replay_per_decade=replay_points)
+hit_rates.head()
 
+# %%
+fig, axes = plt.subplots(1, 2, figsize=(ism.style.DOUBLE[0], 2.8), sharey=True)
+node = ism.studies.at_capacity(hit_rates, NODE, overview)
+for ax, trace in zip(axes, traces, strict=True):
+    ism.plots.hit_rate(
+        hit_rates.query("trace == @trace").drop(columns="trace"),
+        ax=ax,
+        secondary_axis=False,
+        ceiling=float(ov.loc[trace, "ceiling_token_hit_ratio"]),
+    )
+    ism.plots.mark_capacity(node.query("trace == @trace and policy == 'lru'").iloc[0], ax=ax)
+    ax.set_xlim(1e4, 1e8)
+    ax.set_title(f"{trace} trace")
+axes[1].get_legend().remove()
+axes[1].set_ylabel("")
+plt.show()
 
-def lru_capacity_for(trace, target):
-    """Smallest LRU capacity (tokens) on the curve reaching a hit ratio of ``target``."""
-    c = curves[(curves["trace"] == trace) & (curves["policy"] == "lru")]
-    reached = c[c["token_hit_ratio"] >= target - 1e-9]
-    return reached["capacity_tokens"].min() if len(reached) else float("nan")
+# %%
+node
 
-
+# %%
 lines = []
-for trace in study.ceilings.index:
-    ceiling = study.ceilings.loc[trace, "ceiling_token_hit_ratio"]
-    lru, opt = node.loc[(trace, "lru")], node.loc[(trace, "opt")]
-    online = node.loc[trace].drop("opt")["token_hit_ratio"]
+for trace in traces:
+    c = hit_rates.query("trace == @trace")
+    at = node.query("trace == @trace").set_index("policy")
+    lru, opt = at.loc["lru"], at.loc["opt"]
+    online = at.drop("opt")["token_hit_ratio"]
+    lru_curve = c.query("policy == 'lru'")
+    match = lru_curve.loc[lru_curve["token_hit_ratio"] >= opt["token_hit_ratio"] - 1e-9]
+    near = lru_curve.loc[lru_curve["token_hit_ratio"] >= 0.9 * lru["ceiling_token_hit_ratio"]]
     lines.append(
-        f"* **{trace}**: the ceiling is {ceiling:.1%} of prompt tokens. A 3M-token LRU cache reaches "
-        f"{lru['token_hit_ratio']:.1%}, that is **{lru['share_of_ceiling']:.0%} of the ceiling**; FIFO and "
-        f"LFU do no better (the three online policies span {online.min():.1%} to {online.max():.1%}). The "
-        f"offline optimum reaches {opt['token_hit_ratio']:.1%} ({opt['share_of_ceiling']:.0%} of the "
-        f"ceiling) with the same 3M tokens; LRU needs "
-        f"{lru_capacity_for(trace, opt['token_hit_ratio']) / 1e6:,.0f}M tokens to match it and "
-        f"{capacity_for(trace, 'lru', 0.9) / 1e6:,.0f}M to get within 10% of the ceiling."
+        f"* **{trace}**: the ceiling is {lru['ceiling_token_hit_ratio']:.1%} of prompt tokens. A 3M-token "
+        f"LRU cache reaches {lru['token_hit_ratio']:.1%}, that is **{lru['share_of_ceiling']:.0%} of the "
+        f"ceiling**; FIFO and LFU do no better (the three online policies span {online.min():.1%} to "
+        f"{online.max():.1%}). The offline optimum reaches {opt['token_hit_ratio']:.1%} "
+        f"({opt['share_of_ceiling']:.0%} of the ceiling) with the same 3M tokens; LRU needs "
+        f"{match['capacity_tokens'].min() / 1e6:,.0f}M tokens to match it and "
+        f"{near['capacity_tokens'].min() / 1e6:,.0f}M to get within 10% of the ceiling."
     )
 display(Markdown("\n".join(lines)))
-study.node_cache
 
 # %% [markdown]
 # The online policies barely differ from each other, and all of them sit far

@@ -25,8 +25,9 @@
 # The hit-rate view reads a curve that is computed once per trace and
 # eviction policy (for LRU in a single pass over the trace, for the others
 # by replaying 17 capacities), so slider moves only move the marker. The
-# widget is `inferasim.widgets.cache_sizing`: embed it in your own notebook
-# with your own workloads.
+# widget is `ism.widgets.cache_sizing`: embed it in your own notebook with
+# your own workloads. Below it, the same questions answered in code with
+# `ism.reuse` and `ism.Simulator`.
 
 # %% tags=["parameters"]
 # The simulate button replays the whole trace; under CI (QUICK) only its
@@ -35,77 +36,97 @@ import os
 
 CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 QUICK = CI
+WINDOW_MS = 10 * 60_000 if QUICK else None
 
 # %%
 # %matplotlib inline
+import matplotlib.pyplot as plt
+import pandas as pd
 from IPython.display import Markdown, display
 
-from inferasim import figures
+import inferasim as ism
 
-# The widget at its defaults (figures.SIZING_DEFAULTS: conversation trace, 3M
-# tokens, 4 replicas, cache + load cost routing), already simulated once; the
-# same object draws the `sizing_*` figures of `inferasim figures`.
-study = figures.Study(quick=QUICK)
-widget = study.sizing
+ism.style.use()
+traces = {name: ism.Workload.from_mooncake(name) for name in ("conversation", "synthetic")}
+conv = traces["conversation"]
+
+# The widget at its defaults: conversation trace, 3M tokens, LRU, 4 replicas,
+# cache + load cost routing (the `sizing_*` figures of `inferasim figures`).
+widget = ism.widgets.cache_sizing(
+    traces, capacity_tokens=3e6, replicas=4, routing="kv_cost", sim_window_ms=WINDOW_MS
+)
 widget
 
 # %% [markdown]
-# ## Driving the widget from code
+# ## The same numbers in code
 #
-# Every control is reachable as `widget.controls[name]`, so the same widget
-# answers questions in a script. Here we move the slider over a few
-# capacities and read the hit ratio each gives, on both traces.
+# The hit-rate view is `ism.reuse.hit_rate_curve`: the exact LRU hit ratio
+# of one cache at every capacity, in one pass over the trace. Read a few
+# capacities off it, for both traces.
 
 # %%
-import pandas as pd
-
-rows = []
-for trace in study.workloads:
-    widget.controls["trace"].value = trace
-    for capacity in (1e5, 1e6, 3e6, 1e7, 3e7):
-        widget.controls["capacity"].value = capacity
-        rows.append(
-            {"trace": trace, "capacity_tokens": capacity, "token_hit_ratio": widget.hit_ratio}
-        )
-sizing = pd.DataFrame(rows).pivot(
-    index="capacity_tokens", columns="trace", values="token_hit_ratio"
+capacities = [1e5, 1e6, 3e6, 1e7, 3e7]
+curves = pd.concat(
+    ism.reuse.hit_rate_curve(wl, capacities, unit="tokens").assign(trace=name)
+    for name, wl in traces.items()
 )
+curves.head()
+
+# %%
+sizing = curves.pivot(index="capacity_tokens", columns="trace", values="token_hit_ratio")
+# capacities round down to whole 512-token blocks: label the rows as asked
+sizing.index = [ism.style.tokens_text(c) for c in capacities]
+sizing.index.name = "cache (tokens)"
 (100 * sizing).round(1).rename_axis(columns="token hit ratio (%)")
 
 # %%
-conv_gain = sizing.loc[3e7, "conversation"] - sizing.loc[3e6, "conversation"]
+gain = sizing.loc["30M"] - sizing.loc["3M"]
 display(
     Markdown(
         f"Ten times more cache than one node's 3M tokens (30M, a pooled cache of ten nodes) adds "
-        f"{conv_gain:.1%} of prompt tokens on the conversation trace and "
-        f"{sizing.loc[3e7, 'synthetic'] - sizing.loc[3e6, 'synthetic']:.1%} on the synthetic one: "
-        f"the curve is still climbing at 3M tokens."
+        f"{gain['conversation']:.1%} of prompt tokens on the conversation trace and "
+        f"{gain['synthetic']:.1%} on the synthetic one: the curve is still climbing at 3M tokens."
     )
 )
 
 # %% [markdown]
+# The widget's controls are reachable from code too: `widget.controls["capacity"].value = 1e7`
+# moves the slider and its marker, `widget.simulate()` presses the button.
+
+# %% [markdown]
 # ## A simulation, as the button runs it
 #
-# `widget.simulate()` is what the **simulate** button calls. It replays the
-# chosen trace (see the parameter cell for the slice) through the
-# simulator with the controls' settings and redraws the latency plots below
-# the button; the result frame is `widget.result`.
+# The **simulate** button runs `ism.Simulator` with the controls' settings
+# on the chosen trace (see the parameter cell for the slice). Here is that
+# run written out: four replicas, a 3M-token LRU cache each (in blocks of
+# 512 tokens), Dynamo-style cache + load cost routing.
 
 # %%
-widget.controls["trace"].value = "conversation"
-widget.controls["capacity"].value = 3e6
-result = widget.simulate()
-summary = widget.summary()
-display(widget.snapshot())  # a copy: later runs of the widget leave it as it is
+wl = conv.window(0, WINDOW_MS) if WINDOW_MS else conv
+sim = ism.Simulator(replicas=4, routing="kv_cost", kv_blocks=3_000_000 // wl.block_size, seed=0)
+res = sim.run(wl)
+res.requests.head()
+
+# %%
+summary = res.summary()
 summary
 
 # %%
-req = result.requests
+fig, (a, b, c) = plt.subplots(1, 3, figsize=ism.style.DOUBLE)
+ism.plots.latency_cdf(res, "ttft_ms", ax=a)
+ism.plots.latency_cdf(res, "tpot_ms", ax=b)
+ism.plots.replica_load(res, ax=c).set_title("requests per replica")
+plt.show()
+
+# %%
+req = res.requests
 display(
     Markdown(
-        f"On {widget.controls['replicas'].value} replicas with {figures.label(widget.controls['routing'].value)} "
-        f"routing and a 3M-token cache each, the simulated fleet serves {req['cached_tokens'].sum() / req['input_len'].sum():.1%} "
-        f"of prompt tokens from cache; TTFT is {summary.loc['ttft_ms', 'p50']:,.0f} ms at the median and "
-        f"{summary.loc['ttft_ms', 'p99']:,.0f} ms at p99, TPOT {summary.loc['tpot_ms', 'p50']:,.1f} ms at the median."
+        f"On 4 replicas with {ism.style.label('kv_cost')} routing and a 3M-token cache each, the "
+        f"simulated fleet serves {summary['token_hit_ratio']:.1%} of prompt tokens from cache "
+        f"(the reuse analysis above says {sizing.loc['3M', 'conversation']:.1%} for one cache of that size "
+        f"that sees every request of the whole trace); TTFT is {summary['ttft_ms_p50']:,.0f} ms at the median and "
+        f"{summary['ttft_ms_p99']:,.0f} ms at p99, TPOT {summary['tpot_ms_p50']:,.1f} ms at the median. "
+        f"The busiest replica takes {summary['max_replica_share']:.0%} of the {len(req):,} requests."
     )
 )

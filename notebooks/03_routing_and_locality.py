@@ -23,95 +23,69 @@
 # replica holds. The FAST'25 paper compares ten prefill nodes with 3M tokens
 # of DRAM cache each, used locally, against the same memory pooled into one
 # global cache. We repeat that comparison on both traces, then simulate the
-# fleet under four routing policies to see what each does to time to first
-# token (TTFT).
+# fleet under five routing policies to see what each does to time to first
+# token (TTFT). Both experiments are public functions of `ism.studies`.
 
 # %% tags=["parameters"]
 import os
 
 CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
-# Under CI (quick) the routing simulations use the first 20 minutes of each
+# Under CI (QUICK) the routing simulations use the first 20 minutes of each
 # trace; otherwise the full traces.
 QUICK = CI
+WINDOW_MS = 20 * 60_000 if QUICK else None
 
 # %%
 # %matplotlib inline
+import matplotlib.pyplot as plt
 from IPython.display import Markdown, display
 
-from inferasim import figures
+import inferasim as ism
 
-study = figures.Study(quick=QUICK)
-N, C = figures.FLEET_REPLICAS, figures.NODE_CACHE_TOKENS
+ism.style.use()
+traces = {name: ism.Workload.from_mooncake(name) for name in ("conversation", "synthetic")}
+N, C = ism.studies.FLEET_REPLICAS, ism.studies.NODE_CACHE_TOKENS
 
 # %% [markdown]
 # ## Ten local 3M-token caches against one pooled 30M-token cache
 #
-# Each bar is the share of prompt tokens served from cache; the dotted line is
-# the infinite-cache ceiling. The hatched bars replay the trace through ten
-# LRU caches with requests placed by a fixed rule: uniformly at random,
-# round-robin, or sticky on the first block (requests that start with the same
-# block always go to the same node, the simplest locality-aware placement).
-# The solid coloured bars are the same ten caches inside the fleet simulator
-# under each routing policy (described in the second half of this notebook).
-# The black bar is one pooled cache that sees every request.
+# `ism.studies.local_vs_pooled` replays each trace through ten LRU caches
+# with requests placed by a fixed rule: uniformly at random, round-robin, or
+# sticky on the first block (requests that start with the same block always
+# go to the same node, the simplest locality-aware placement), and through
+# one pooled cache that sees every request. No timing, just the cache.
 
 # %%
-figures.plot_local_vs_global(study.local_global, study.routing_table)
+local = ism.studies.local_vs_pooled(traces, replicas=N, capacity_tokens=C)
+local
 
 # %%
-lg = study.local_global.set_index(["trace", "assign"])
-conv_lg, syn_lg = lg.loc["conversation"], lg.loc["synthetic"]
+lg = local.set_index(["trace", "placement"])["token_hit_ratio"]
+ceiling = local.groupby("trace")["ceiling_token_hit_ratio"].first()
 first_blocks = {
     name: len(set(wl.hash_ids[wl.offsets[:-1][wl.num_blocks > 0]].tolist()))
-    for name, wl in study.workloads.items()
+    for name, wl in traces.items()
 }
 display(
     Markdown(
-        f"Ten local caches with random placement serve {conv_lg.loc['random', 'local_token_hit_ratio']:.1%} "
-        f"of conversation prompt tokens; the same memory pooled serves "
-        f"{conv_lg.loc['random', 'global_token_hit_ratio']:.1%}, "
-        f"{conv_lg.loc['random', 'global_token_hit_ratio'] / conv_lg.loc['random', 'local_token_hit_ratio']:.1f}x "
-        f"more and within reach of the {conv_lg.loc['random', 'ceiling_token_hit_ratio']:.1%} ceiling. On the "
-        f"synthetic trace it is {syn_lg.loc['random', 'local_token_hit_ratio']:.1%} against "
-        f"{syn_lg.loc['random', 'global_token_hit_ratio']:.1%}. Round-robin placement is no better than "
-        f"random ({conv_lg.loc['round_robin', 'local_token_hit_ratio']:.1%} and "
-        f"{syn_lg.loc['round_robin', 'local_token_hit_ratio']:.1%}).\n\n"
+        f"Ten local caches with random placement serve {lg['conversation', 'random']:.1%} "
+        f"of conversation prompt tokens; the same memory pooled serves {lg['conversation', 'any']:.1%}, "
+        f"{lg['conversation', 'any'] / lg['conversation', 'random']:.1f}x more and within reach of the "
+        f"{ceiling['conversation']:.1%} ceiling. On the synthetic trace it is "
+        f"{lg['synthetic', 'random']:.1%} against {lg['synthetic', 'any']:.1%}. Round-robin placement is no "
+        f"better than random ({lg['conversation', 'round_robin']:.1%} and {lg['synthetic', 'round_robin']:.1%}).\n\n"
         f"Sticky placement shows both faces of locality. The synthetic trace has "
         f"{first_blocks['synthetic']:,} distinct first blocks, so keeping each first block on one node keeps "
-        f"each document's requests together and reaches {syn_lg.loc['hash_first_block', 'local_token_hit_ratio']:.1%}, "
+        f"each document's requests together and reaches {lg['synthetic', 'hash_first_block']:.1%}, "
         f"as much as the pooled cache. Every conversation request starts with the same block "
         f"({first_blocks['conversation']} distinct first block), so sticky placement sends the whole trace to "
         f"one node and gets exactly what one 3M-token cache gets "
-        f"({conv_lg.loc['hash_first_block', 'local_token_hit_ratio']:.1%}), with nine nodes idle."
-    )
-)
-study.local_global
-
-# %%
-routed = study.routing_table.set_index(["trace", "routing"])["token_hit_ratio"]
-display(
-    Markdown(
-        f"Routing can recover what pooling gives. Ten local caches behind the simulator's cache-aware "
-        f"router serve {routed['conversation', 'cache_aware']:.1%} of conversation prompt tokens and "
-        f"{routed['synthetic', 'cache_aware']:.1%} of synthetic ones, against "
-        f"{conv_lg.loc['random', 'global_token_hit_ratio']:.1%} and "
-        f"{syn_lg.loc['random', 'global_token_hit_ratio']:.1%} for the pooled cache: sending each "
-        f"request where its prefix already is keeps every conversation's turns on one node, so no node "
-        f"needs more than its share of the memory. Load-only routing (least-loaded: "
-        f"{routed['conversation', 'least_loaded']:.1%} and {routed['synthetic', 'least_loaded']:.1%}) "
-        f"scatters the turns like random placement does."
+        f"({lg['conversation', 'hash_first_block']:.1%}), with nine nodes idle."
     )
 )
 
 # %% [markdown]
-# A random placement divides the reuse: a follow-up turn lands on a node that
-# has not seen its conversation nine times out of ten. A pooled cache has no
-# such problem, and ten nodes' worth of memory in one place also reaches
-# further along the hit-rate curve of notebook 1. Locality-aware routing gets
-# the same reuse from local caches, if it does not pay for it in load, which
-# is what the latency simulations below measure.
-#
-# ## TTFT by routing policy
+# ## The fleet under five routers
 #
 # Now the fleet itself: ten replicas of Llama-3.1-8B on H100s (roofline cost
 # model), each with a 3M-token prefix cache, replaying the traces under five
@@ -123,26 +97,82 @@ display(
 #   request, ties to the least loaded (the simulator's `cache_aware`);
 # * **pure longest-match**: longest prefix on the router's own record of what
 #   it sent where, no load term at all (the simulator's `longest_match`,
-#   the naive form of a cache-aware router, as an approximate-tree router
-#   without a load term behaves);
+#   the naive form of a cache-aware router);
 # * **cache + load cost**: Dynamo-style, minimising
 #   *overlap weight x new prefill blocks + active decode blocks*.
+#
+# One run is `ism.Simulator(replicas=10, routing=..., kv_blocks=3_000_000 // 512).run(wl)`;
+# `ism.studies.compare_routing` runs the grid (trace x policy) and returns
+# every request of every run in one frame.
 
 # %%
-table = study.routing_table
-table.round(
-    {"ttft_p50_ms": 0, "ttft_p99_ms": 0, "tpot_p50_ms": 1, "token_hit_ratio": 3, "busiest_share": 3}
+routed = ism.studies.compare_routing(traces, replicas=N, capacity_tokens=C, window_ms=WINDOW_MS)
+routed.head()
+
+# %%
+table = ism.studies.routing_summary(routed)
+table.round({"ttft_p50_ms": 0, "ttft_p99_ms": 0, "tpot_p50_ms": 1, "token_hit_ratio": 3, "busiest_share": 3})
+
+# %% [markdown]
+# The local caches under each router sit between the placement rules and the
+# pooled cache (solid bars; hatched: the placement replay; black: pooled).
+
+# %%
+fig, axes = plt.subplots(1, 2, figsize=(ism.style.DOUBLE[0], 2.9), sharey=True)
+for ax, trace in zip(axes, traces, strict=True):
+    ism.plots.local_vs_pooled(
+        local.query("trace == @trace"), table.query("trace == @trace"), ax=ax
+    )
+    ax.set_title(f"{trace} trace")
+axes[1].set_ylabel("")
+plt.show()
+
+# %%
+routed_hit = table.set_index(["trace", "routing"])["token_hit_ratio"]
+display(
+    Markdown(
+        f"Routing can recover what pooling gives. Ten local caches behind the simulator's cache-aware "
+        f"router serve {routed_hit['conversation', 'cache_aware']:.1%} of conversation prompt tokens and "
+        f"{routed_hit['synthetic', 'cache_aware']:.1%} of synthetic ones, against "
+        f"{lg['conversation', 'any']:.1%} and {lg['synthetic', 'any']:.1%} for the pooled cache: sending each "
+        f"request where its prefix already is keeps every conversation's turns on one node, so no node "
+        f"needs more than its share of the memory. Load-only routing (least-loaded: "
+        f"{routed_hit['conversation', 'least_loaded']:.1%} and {routed_hit['synthetic', 'least_loaded']:.1%}) "
+        f"scatters the turns like random placement does."
+    )
 )
 
-# %%
-figures.plot_ttft_by_routing(study.routing)
+# %% [markdown]
+# ## TTFT by routing policy
+#
+# The TTFT distribution of each router, one panel per trace; pure
+# longest-match gets its own panel because on the conversation trace its
+# TTFT is counted in hours. The right panel puts every p99 on one log axis.
 
 # %%
-figures.plot_replica_load(study.routing, trace="conversation")
+normal = routed.query("routing != 'longest_match'")
+greys = {"conversation": "0.1", "synthetic": "0.55"}  # traces in grey, policies in colour
+fig, ((a, b), (c, d)) = plt.subplots(2, 2, figsize=ism.style.DOUBLE_TALL)
+for ax, trace in ((a, "conversation"), (b, "synthetic")):
+    ism.plots.latency_cdf(normal.query("trace == @trace"), ax=ax, labels=ism.style.label)
+    ax.set_title(f"{trace} trace")
+lm = routed.query("routing == 'longest_match'")
+ism.plots.latency_cdf(lm, ax=c, hue="trace", palette=greys).legend(loc="upper left")
+c.set_title("pure longest-match")
+ism.plots.quantile_dots(table, "ttft_p99_ms", ax=d, palette=greys).set_title("TTFT p99 by policy")
+plt.show()
 
 # %%
-t = table.set_index(["trace", "routing"])
-conv = t.loc["conversation"]
+fig, axes = plt.subplots(1, 5, figsize=(ism.style.DOUBLE[0], 2.0), sharey=True)
+conv_runs = routed.query("trace == 'conversation'")
+for ax, (routing, run) in zip(axes, conv_runs.groupby("routing", sort=False), strict=True):
+    ism.plots.replica_load(run, ax=ax, color=ism.style.color(routing))
+    ax.set_title(ism.style.two_lines(ism.style.label(routing)))
+fig.suptitle(f"conversation trace: requests per replica ({N} replicas x 3M-token cache)")
+plt.show()
+
+# %%
+conv = table.set_index(["trace", "routing"]).loc["conversation"]
 best_p99 = conv.drop("longest_match")["ttft_p99_ms"].idxmin()
 display(
     Markdown(
@@ -154,14 +184,15 @@ display(
         f"replicas idle.\n\n"
         f"The simulator's cache-aware router looks at what each replica actually holds and breaks ties by "
         f"load; every replica caches the system-prompt block with its first request, so beyond that block "
-        f"it follows conversations and lets load break the ties: busiest replica {conv.loc['cache_aware', 'busiest_share']:.0%}, token hit "
-        f"ratio {conv.loc['cache_aware', 'token_hit_ratio']:.1%} (close to the pooled cache above), TTFT p99 "
+        f"it follows conversations and lets load break the ties: busiest replica "
+        f"{conv.loc['cache_aware', 'busiest_share']:.0%}, token hit ratio "
+        f"{conv.loc['cache_aware', 'token_hit_ratio']:.1%} (close to the pooled cache above), TTFT p99 "
         f"{conv.loc['cache_aware', 'ttft_p99_ms'] / 1000:,.1f} s. Load-only routing balances as well "
         f"(least-loaded: {conv.loc['least_loaded', 'busiest_share']:.0%}) but reuses little "
         f"({conv.loc['least_loaded', 'token_hit_ratio']:.1%}), like random placement "
         f"({conv.loc['random', 'token_hit_ratio']:.1%}, TTFT p99 {conv.loc['random', 'ttft_p99_ms'] / 1000:,.1f} s). "
         f"The cache-and-load cost trades a little reuse ({conv.loc['kv_cost', 'token_hit_ratio']:.1%}) for "
         f"balance: TTFT p99 {conv.loc['kv_cost', 'ttft_p99_ms'] / 1000:,.1f} s; the lowest tail of the five "
-        f"is {figures.label(best_p99)}'s ({conv.loc[best_p99, 'ttft_p99_ms'] / 1000:,.1f} s)."
+        f"is {ism.style.label(best_p99)}'s ({conv.loc[best_p99, 'ttft_p99_ms'] / 1000:,.1f} s)."
     )
 )

@@ -42,20 +42,49 @@ QUICK = CI  # half as many requests per experiment under CI
 
 # %%
 # %matplotlib inline
+import matplotlib.pyplot as plt
 import pandas as pd
 from IPython.display import Markdown, display
 
-from inferasim import figures
+import inferasim as ism
 
-study = figures.Study(quick=QUICK)
-base = pd.Series(
-    figures.TEACHING_BASE | {"kv_blocks": figures.TEACHING_KV_BLOCKS}, name="base setting"
-)
+ism.style.use()
+KV_BLOCKS = ism.studies.TEACHING_KV_BLOCKS
+base = pd.Series(ism.studies.TEACHING_BASE | {"kv_blocks": KV_BLOCKS}, name="base setting")
 base.to_frame()
+
+# %% [markdown]
+# One configuration is a workload and a one-replica simulation; this is what
+# every point of the experiments below does, here at the base setting:
+
+# %%
+wl = ism.studies.teaching_workload(num_requests=400 if QUICK else None)
+res = ism.Simulator(replicas=1, kv_blocks=KV_BLOCKS, seed=0).run(wl)
+ceiling = ism.reuse.infinite_hit_ratio(wl).token_hit_ratio
+summary = res.summary()
+display(
+    Markdown(
+        f"Base setting: {len(wl):,} requests; an infinite cache would serve {ceiling:.0%} of prompt "
+        f"tokens, the {KV_BLOCKS}-block cache serves {summary['token_hit_ratio']:.0%}; TTFT p99 "
+        f"{summary['ttft_ms_p99']:,.0f} ms."
+    )
+)
 
 
 # %%
-def at(table, value, column):
+def show(table: pd.DataFrame) -> None:
+    """Hit ratio (left) and TTFT (right) of one experiment against its knob."""
+    exp = ism.studies.TEACHING[table["experiment"].iloc[0]]
+    cache = "LRU cache" if exp.knob == "kv_blocks" else f"{KV_BLOCKS}-block LRU cache"
+    fig, (a, b) = plt.subplots(1, 2, figsize=(ism.style.DOUBLE[0], 2.2))
+    for ax, what in ((a, "hit"), (b, "ttft")):
+        ism.plots.teaching(
+            table, what, ax=ax, axis_label=exp.axis_label, log_x=exp.log_x, cache_label=cache
+        )
+    plt.show()
+
+
+def at(table: pd.DataFrame, value: float, column: str) -> float:
     return float(table.loc[table["value"] == value, column].iloc[0])
 
 
@@ -63,14 +92,17 @@ def at(table, value, column):
 # ## 1. Popularity skew
 
 # %%
-zipf = study.teaching("zipf")
-figures.plot_teaching(zipf, "zipf")
+zipf = ism.studies.teaching("zipf", quick=QUICK)
+zipf
+
+# %%
+show(zipf)
 
 # %%
 display(
     Markdown(
-        f"With uniform popularity (s = 0) each of the {figures.TEACHING_BASE['num_prefixes']} prefixes "
-        f"is equally likely, and the {figures.TEACHING_KV_BLOCKS}-block cache cannot hold them all: it "
+        f"With uniform popularity (s = 0) each of the {ism.studies.TEACHING_BASE['num_prefixes']} prefixes "
+        f"is equally likely, and the {KV_BLOCKS}-block cache cannot hold them all: it "
         f"serves {at(zipf, 0.0, 'token_hit_ratio'):.0%} of prompt tokens. Skew concentrates traffic on a few "
         f"prefixes that stay resident: at s = 2 the cache serves {at(zipf, 2.0, 'token_hit_ratio'):.0%} and "
         f"the TTFT p99 falls from {at(zipf, 0.0, 'ttft_p99_ms'):,.0f} ms to {at(zipf, 2.0, 'ttft_p99_ms'):,.0f} ms. "
@@ -83,17 +115,17 @@ display(
 # ## 2. Number of distinct prefixes
 
 # %%
-prefixes = study.teaching("prefixes")
-figures.plot_teaching(prefixes, "prefixes")
+prefixes = ism.studies.teaching("prefixes", quick=QUICK)
+show(prefixes)
 
 # %%
 display(
     Markdown(
         f"Few prefixes fit in cache together: with 4 the cache serves {at(prefixes, 4, 'token_hit_ratio'):.0%} "
-        f"of prompt tokens. With 256 distinct prefixes the working set ({256 * figures.TEACHING_BASE['prefix_len'] // 512:,} "
-        f"blocks) dwarfs the {figures.TEACHING_KV_BLOCKS}-block cache and the hit ratio drops to "
-        f"{at(prefixes, 256, 'token_hit_ratio'):.0%}, while TTFT p99 grows from "
-        f"{at(prefixes, 4, 'ttft_p99_ms'):,.0f} ms to {at(prefixes, 256, 'ttft_p99_ms'):,.0f} ms."
+        f"of prompt tokens. With 256 distinct prefixes the working set "
+        f"({256 * ism.studies.TEACHING_BASE['prefix_len'] // 512:,} blocks) dwarfs the {KV_BLOCKS}-block "
+        f"cache and the hit ratio drops to {at(prefixes, 256, 'token_hit_ratio'):.0%}, while TTFT p99 grows "
+        f"from {at(prefixes, 4, 'ttft_p99_ms'):,.0f} ms to {at(prefixes, 256, 'ttft_p99_ms'):,.0f} ms."
     )
 )
 
@@ -101,8 +133,8 @@ display(
 # ## 3. Prefix length
 
 # %%
-plen = study.teaching("prefix_len")
-figures.plot_teaching(plen, "prefix_len")
+plen = ism.studies.teaching("prefix_len", quick=QUICK)
+show(plen)
 
 # %%
 display(
@@ -110,8 +142,8 @@ display(
         f"A longer shared prefix is a larger share of every prompt, so each hit saves more work: the "
         f"ceiling rises from {at(plen, 512, 'infinite_token_hit_ratio'):.0%} (512-token prefix) to "
         f"{at(plen, 4096, 'infinite_token_hit_ratio'):.0%} (4,096 tokens). But the pool of "
-        f"{figures.TEACHING_BASE['num_prefixes']} prefixes grows with them, and once it outgrows the "
-        f"{figures.TEACHING_KV_BLOCKS}-block cache the served share stalls "
+        f"{ism.studies.TEACHING_BASE['num_prefixes']} prefixes grows with them, and once it outgrows the "
+        f"{KV_BLOCKS}-block cache the served share stalls "
         f"({at(plen, 2048, 'token_hit_ratio'):.0%} at 2,048 tokens, {at(plen, 4096, 'token_hit_ratio'):.0%} at "
         f"4,096) while prompts keep getting longer: TTFT p99 climbs from {at(plen, 512, 'ttft_p99_ms'):,.0f} ms "
         f"to {at(plen, 4096, 'ttft_p99_ms'):,.0f} ms. Reuse only pays if the cache can hold it."
@@ -122,8 +154,8 @@ display(
 # ## 4. Burstiness
 
 # %%
-burst = study.teaching("burstiness")
-figures.plot_teaching(burst, "burstiness")
+burst = ism.studies.teaching("burstiness", quick=QUICK)
+show(burst)
 
 # %%
 display(
@@ -141,8 +173,8 @@ display(
 # ## 5. Cache size
 
 # %%
-size = study.teaching("cache_size")
-figures.plot_teaching(size, "cache_size")
+size = ism.studies.teaching("cache_size", quick=QUICK)
+show(size)
 
 # %%
 small, large = min(size["value"]), max(size["value"])

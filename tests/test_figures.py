@@ -1,195 +1,127 @@
-"""The figure pipeline: data by hand, figure data, units, overlaps, determinism, CLI."""
+"""The figure registry: every figure drawn from its study, readable, at 200 dpi, deterministic; the CLI."""
 
 from __future__ import annotations
 
 import argparse
 import itertools
+import struct
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 import pytest
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 
-from inferasim import Workload, figures, reuse, style
+from inferasim import Workload, figures, studies, style
+from inferasim.studies import settings
 
 
 # ----------------------------------------------------------------- fixtures
 @pytest.fixture(scope="module")
-def tiny_study(tmp_path_factory: pytest.TempPathFactory) -> figures.Study:
-    """A study on two small synthetic workloads standing in for the traces."""
+def tiny_data() -> figures.FigureData:
+    """Figure data on two small synthetic workloads standing in for the traces."""
     mp = pytest.MonkeyPatch()
     # Small teaching experiments so every figure renders in seconds.
-    mp.setitem(figures.TEACHING_BASE, "num_requests", 60)
+    mp.setitem(studies.TEACHING_BASE, "num_requests", 60)
     common = {"output_len": 16, "range_ratio": 0.5, "seed": 1}
-    study = figures.Study(
+    data = figures.FigureData(
         quick=True,
         workloads={
             "conversation": Workload.from_synthetic(
-                300,
-                4.0,
-                input_len=1500,
-                num_prefixes=12,
-                prefix_len=2048,
-                prefix_zipf=1.0,
-                **common,
+                300, 4.0, input_len=1500, num_prefixes=12, prefix_len=2048, **common
             ),
             "synthetic": Workload.from_synthetic(
-                200,
-                4.0,
-                input_len=3000,
-                num_prefixes=40,
-                prefix_len=1024,
-                prefix_zipf=0.5,
-                **common,
+                200, 4.0, input_len=3000, num_prefixes=40, prefix_len=1024, prefix_zipf=0.5, **common
             ),
         },
     )
-    yield study
+    yield data
     mp.undo()
 
 
 @pytest.fixture(scope="module")
-def rendered(tiny_study: figures.Study) -> dict[str, object]:
-    """Every registered figure, drawn once from the tiny study."""
-    return {spec.name: spec.make(tiny_study) for spec in figures.FIGURES}
+def rendered(tiny_data: figures.FigureData) -> dict[str, object]:
+    """Every registered figure, drawn once from the tiny data."""
+    return {spec.name: spec.make(tiny_data) for spec in figures.FIGURES}
 
 
-# ------------------------------------------------------------------- data
-def test_capacity_grid_by_hand():
-    # 1e4..1e6 tokens, 1 point per decade: 10000/512 = 19.5 -> 20,
-    # 1e5/512 = 195.3 -> 195, 1e6/512 = 1953.1 -> 1953 blocks.
-    assert figures.capacity_grid(1e4, 1e6, per_decade=1).tolist() == [20, 195, 1953]
-    # Tiny capacities never round to 0 blocks and duplicates merge.
-    assert figures.capacity_grid(1, 10, per_decade=4).tolist() == [1]
+# ------------------------------------------------------------------ registry
+def test_registry_names_are_unique_and_cover_the_notebooks():
+    names = [s.name for s in figures.FIGURES]
+    assert len(names) == len(set(names))
+    notebooks = {s.notebook for s in figures.FIGURES}
+    root = Path(__file__).resolve().parents[1]
+    assert notebooks == {p.stem for p in (root / "notebooks").glob("0[1-4]_*.py")}
+    readme = (root / "figures" / "README.md").read_text()
+    assert all(f"`{n}`" in readme for n in names)
 
 
-def test_cached_prefix_tokens_by_hand():
-    # r0 [1,2] (1024 tokens) cold; r1 [1,3] of 1000 tokens reuses block 1 (512);
-    # r2 [4,2]: block 2 was seen but its predecessor 4 was not -> 0 (prefix rule);
-    # r3 [1,2,5] of 1100 tokens: leading run 1,2 -> 1024.
-    wl = Workload.from_requests(
-        [0, 1, 2, 3], [1024, 1000, 1024, 1100], [1] * 4, [[1, 2], [1, 3], [4, 2], [1, 2, 5]]
-    )
-    assert figures.cached_prefix_tokens(wl).tolist() == [0, 512, 0, 1024]
+def test_notebooks_call_the_public_api_not_the_registry():
+    root = Path(__file__).resolve().parents[1]
+    for path in sorted((root / "notebooks").glob("0[1-4]_*.py")):
+        text = path.read_text()
+        assert "figures." not in text.replace("inferasim figures", ""), path.name
+        assert "ism.plots." in text or "ism.widgets." in text, path.name
 
 
-def test_cached_prefix_tokens_agree_with_the_infinite_ceiling(tiny_study):
-    for wl in tiny_study.workloads.values():
-        ceiling = reuse.infinite_hit_ratio(wl).token_hit_ratio
-        assert figures.cached_prefix_tokens(wl).sum() / wl.input_len.sum() == pytest.approx(ceiling)
+def test_studies_are_computed_once_and_shared(tiny_data):
+    figures.FIGURES[0].make(tiny_data)
+    first = tiny_data.get("requests")
+    figures.FIGURES[1].make(tiny_data)  # trace_arrivals reads the same frame
+    assert tiny_data.get("requests") is first
+    assert set(tiny_data.timings) >= {"requests"}
 
 
-def test_hit_rate_curve_beyond_the_working_set_is_the_ceiling(tiny_study):
-    wl = tiny_study.workloads["conversation"]
-    working_set = np.unique(wl.hash_ids).size
-    curve = figures.hit_rate_curve(
-        wl, np.array([working_set // 4, working_set, 10 * working_set]), "lru"
-    )
-    ceiling = reuse.infinite_hit_ratio(wl).token_hit_ratio
-    assert curve["token_hit_ratio"].iloc[1:].tolist() == pytest.approx([ceiling, ceiling])
-    assert curve["capacity_tokens"].tolist() == [
-        b * 512 for b in (working_set // 4, working_set, 10 * working_set)
-    ]
-    direct = reuse.replay_cache(wl, working_set // 4, policy="lru")
-    assert curve["token_hit_ratio"].iloc[0] == pytest.approx(
-        direct["hit_tokens"].sum() / wl.input_len.sum()
-    )
-
-
-def test_study_ceilings_by_hand():
-    # r0 [1,2], r1 [1,3], r2 [1,2], 1024 tokens each: hits are r1's block 1
-    # and r2's blocks 1,2 -> 3 of 6 blocks, 1536 of 3072 tokens.
-    wl = Workload.from_requests([0, 1, 2], [1024] * 3, [4] * 3, [[1, 2], [1, 3], [1, 2]])
-    c = figures.Study(workloads={"t": wl}).ceilings.loc["t"]
-    assert c["ceiling_block_hit_ratio"] == 0.5
-    assert c["ceiling_token_hit_ratio"] == 0.5
-    assert c["unique_tokens"] == 3 * 512
-    assert c["prompt_tokens"] == 3072
-
-
-def test_node_cache_share_is_hit_over_ceiling(tiny_study):
-    node = tiny_study.node_cache
-    assert set(node["policy"]) == set(figures.POLICIES)
-    np.testing.assert_allclose(
-        node["share_of_ceiling"], node["token_hit_ratio"] / node["ceiling_token_hit_ratio"]
-    )
-    # The tiny workloads fit in 3M tokens: every policy reaches the ceiling.
-    np.testing.assert_allclose(node["share_of_ceiling"], 1.0)
-
-
-def test_hit_rates_are_monotone_and_bounded_by_the_ceiling(tiny_study):
-    for (trace, policy), curve in tiny_study.hit_rates.groupby(["trace", "policy"]):
-        ratios = curve["token_hit_ratio"].to_numpy()
-        ceiling = tiny_study.ceilings.loc[trace, "ceiling_token_hit_ratio"]
-        assert ratios.max() <= ceiling + 1e-12, (trace, policy)
-        if policy in ("lru", "opt"):  # stack policies: no Belady anomaly
-            assert np.all(np.diff(ratios) >= -1e-12), (trace, policy)
-        assert curve["capacity_tokens"].min() <= figures.CAPACITY_RANGE[0] * 1.05
-        assert curve["capacity_tokens"].max() >= figures.CAPACITY_RANGE[1] * 0.95
-
-
-def test_local_vs_global_by_hand():
-    # Four requests of one block [1]; two nodes of one block, round-robin:
-    # node 0 sees r0, r2 -> r2 hits; node 1 sees r1, r3 -> r3 hits: 2 of 4.
-    # The pooled cache hits r1, r2, r3: 3 of 4.
-    wl = Workload.from_requests([0, 1, 2, 3], [512] * 4, [1] * 4, [[1], [1], [1], [1]])
-    t = figures.local_vs_global({"t": wl}, replicas=2, capacity_tokens=512, assigns=["round_robin"])
-    assert t[
-        ["local_token_hit_ratio", "global_token_hit_ratio", "ceiling_token_hit_ratio"]
-    ].values.tolist() == [[0.5, 0.75, 0.75]]
-
-
-def test_local_never_beats_global_for_random_placement(tiny_study):
-    t = tiny_study.local_global
-    assert (t["local_token_hit_ratio"] <= t["ceiling_token_hit_ratio"] + 1e-12).all()
-    assert (t["global_token_hit_ratio"] <= t["ceiling_token_hit_ratio"] + 1e-12).all()
-
-
-def test_routing_summary_matches_the_request_frames(tiny_study):
-    table = tiny_study.routing_table
-    assert len(table) == 2 * len(figures.ROUTING_POLICIES)
-    for row in table.itertuples():
-        req = tiny_study.routing[row.trace, row.routing].requests
-        assert row.ttft_p99_ms == pytest.approx(req["ttft_ms"].quantile(0.99))
-        assert row.busiest_share == pytest.approx(req["replica"].value_counts().max() / len(req))
-        assert 1 / figures.FLEET_REPLICAS - 1e-12 <= row.busiest_share <= 1
-
-
-def test_teaching_experiment_varies_only_its_knob(tiny_study):
-    table = tiny_study.teaching("prefix_len")
-    assert table["value"].tolist() == list(figures.TEACHING["prefix_len"].values)
-    # Longer shared prefixes leave a larger share of each prompt reusable.
-    assert np.all(np.diff(table["infinite_token_hit_ratio"]) > 0)
-    assert (table["token_hit_ratio"] <= table["infinite_token_hit_ratio"] + 1e-12).all()
-
-
-# ---------------------------------------------------------------- figures
-def test_trace_lengths_draw_the_ecdf_of_each_trace():
-    wl = Workload.from_requests([0, 1, 2], [300, 100, 200], [5, 7, 6])
-    fig = figures.plot_trace_lengths({"t": wl})
-    line = fig.axes[0].get_lines()[0]
-    assert line.get_xdata().tolist() == [100, 200, 300]
-    assert line.get_ydata().tolist() == pytest.approx([1 / 3, 2 / 3, 1])
-
-
-def test_arrivals_count_requests_per_bin():
-    # Arrivals at 0, 10, 20 s and 70, 80 s with 60 s bins: 3 requests in [0, 60)
-    # -> 0.05/s; [60, 80] is 20 s wide (the last bin ends at the last arrival)
-    # with 2 requests -> 0.1/s.
-    wl = Workload.from_requests([0, 10_000, 20_000, 70_000, 80_000], [10] * 5, [1] * 5)
-    fig = figures.plot_trace_arrivals({"t": wl})
-    assert fig.axes[0].get_lines()[0].get_ydata().tolist() == pytest.approx([0.05, 0.1])
-
-
-def test_hit_rate_figure_marks_the_3m_point(tiny_study, rendered):
+def test_hit_rate_figure_marks_the_3m_point(tiny_data, rendered):
     ax = rendered["hit_rate_capacity"].axes[0]
-    node = tiny_study.node_cache.set_index(["trace", "policy"]).loc[("conversation", "lru")]
+    at = studies.at_capacity(
+        tiny_data.get("hit_rates"), settings.NODE_CACHE_TOKENS, tiny_data.get("overview")
+    )
+    node = at[(at["trace"] == "conversation") & (at["policy"] == "lru")].iloc[0]
     marks = [ln for ln in ax.get_lines() if ln.get_marker() == "o" and len(ln.get_xdata()) == 1]
     assert [(m.get_xdata()[0], m.get_ydata()[0]) for m in marks] == [
         (node["capacity_tokens"], pytest.approx(node["token_hit_ratio"]))
     ]
     assert f"{node['share_of_ceiling']:.0%} of ceiling" in " ".join(t.get_text() for t in ax.texts)
+
+
+def test_ttft_by_routing_names_policies_and_puts_longest_match_apart(tiny_data, rendered):
+    fig = rendered["ttft_by_routing"]
+    a, b, apart, dots = fig.axes
+    policies = [p for p in settings.ROUTING_POLICIES]
+    # policy names, not numbers, on the p99 axis; values on a log axis
+    assert [t.get_text() for t in dots.get_yticklabels()] == [style.label(p) for p in policies]
+    assert dots.get_xscale() == "log"
+    # the collapsing policy is drawn only in its own panel
+    lm = style.label("longest_match")
+    for ax in (a, b):
+        assert not any(lm in str(ln.get_label()) for ln in ax.get_lines())
+    assert apart.get_title() == lm
+    # the dots are the p99 of each run
+    summary = studies.routing_summary(tiny_data.get("routing")).set_index(["trace", "routing"])
+    conv = [ln for ln in dots.get_lines() if ln.get_label() == "conversation"][0]
+    expected = [summary.loc[("conversation", p), "ttft_p99_ms"] for p in policies]
+    assert conv.get_xdata().tolist() == pytest.approx(expected)
+
+
+def test_replica_load_and_sizing_name_the_trace_and_fleet(rendered):
+    title = rendered["replica_load"].get_suptitle()
+    assert "conversation trace" in title and "10 replicas" in title and "3M-token" in title
+    sizing = rendered["sizing_simulation"].get_suptitle()
+    assert "conversation trace" in sizing and "4 replicas" in sizing
+    assert style.label("kv_cost") in sizing
+
+
+def test_local_vs_global_placements_have_the_same_colours_in_every_panel(rendered):
+    fig = rendered["local_vs_global"]
+    per_panel = []
+    for ax in fig.axes:
+        names = [t.get_text() for t in ax.get_xticklabels()]
+        per_panel.append(
+            {n: p.get_facecolor() for n, p in zip(names, ax.patches, strict=True)}
+        )
+    shared = set(per_panel[0]) & set(per_panel[1])
+    assert style.label("round_robin") in shared
+    assert all(per_panel[0][n] == per_panel[1][n] for n in shared)
 
 
 _UNITLESS_OK = (
@@ -206,6 +138,7 @@ _UNITLESS_OK = (
     "skew",
     "prefixes",
     "references",
+    "session",
 )
 
 
@@ -214,8 +147,11 @@ def test_every_axis_is_labelled_with_a_unit(rendered):
         for ax in fig.axes:
             assert ax.get_xlabel(), name
             if not ax.get_ylabel():
-                # Only a panel sharing its y axis with a labelled neighbour may go without.
-                assert len(ax.get_shared_y_axes().get_siblings(ax)) > 1, name
+                # Only a panel sharing its y axis with a labelled neighbour, or
+                # a categorical axis with named ticks, may go without.
+                named = [t.get_text() for t in ax.get_yticklabels() if t.get_text()]
+                shared = len(ax.get_shared_y_axes().get_siblings(ax)) > 1
+                assert shared or (named and not named[0][0].isdigit()), name
             for lab in (ax.get_xlabel(), ax.get_ylabel()):
                 if lab:
                     assert "(" in lab or any(w in lab for w in _UNITLESS_OK), (name, lab)
@@ -243,6 +179,8 @@ def _text_boxes(fig):
                 boxes.append((item, item.get_window_extent(renderer)))
     for legend in fig.legends:
         boxes.append((legend, legend.get_window_extent(renderer)))
+    if fig._suptitle is not None:
+        boxes.append((fig._suptitle, fig._suptitle.get_window_extent(renderer)))
     return boxes
 
 
@@ -280,17 +218,49 @@ def test_slanted_tick_labels_are_far_enough_apart(rendered):
 
 
 def test_figures_use_the_paper_size_and_font(rendered):
-    widths = {round(fig.get_figwidth(), 2) for fig in rendered.values()}
+    widths = {round(float(fig.get_figwidth()), 2) for fig in rendered.values()}
     assert widths <= {style.SINGLE[0], style.DOUBLE[0]}
     for fig in rendered.values():
         for ax in fig.axes:
             assert ax.xaxis.label.get_fontsize() == style.RC_PARAMS["axes.labelsize"]
 
 
-def test_make_figures_is_deterministic(tiny_study, tmp_path):
+# -------------------------------------------------------------------- files
+def _png_dpi_and_size(path: Path) -> tuple[float, int, int]:
+    """(dots per inch from the pHYs chunk, width, height) of a PNG, read by hand."""
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    width, height = struct.unpack(">II", data[16:24])
+    pos = 8
+    while pos < len(data):
+        length, kind = struct.unpack(">I4s", data[pos : pos + 8])
+        if kind == b"pHYs":
+            ppu_x, _ppu_y, unit = struct.unpack(">IIB", data[pos + 8 : pos + 17])
+            assert unit == 1  # metres
+            return ppu_x * 0.0254, width, height
+        pos += 12 + length
+    raise AssertionError("no pHYs chunk: the PNG does not record its resolution")
+
+
+def test_pngs_are_written_at_200_dpi(rendered, tmp_path):
+    # The style's savefig.dpi used to be ignored (the file was saved outside the
+    # style context at the figure's 100 dpi): check the file itself.
+    for name in ("trace_lengths", "block_popularity"):
+        fig = rendered[name]
+        (png,) = style.save_figure(fig, tmp_path, name, formats=("png",))
+        dpi, width, height = _png_dpi_and_size(png)
+        assert dpi == pytest.approx(style.DPI, abs=0.5)
+        # the page is the figure: inches times 200 pixels
+        assert (width, height) == (
+            round(fig.get_figwidth() * 200),
+            round(fig.get_figheight() * 200),
+        )
+
+
+def test_make_figures_is_deterministic(tiny_data, tmp_path):
     names = ["trace_lengths", "hit_rate_capacity", "local_vs_global"]
-    a = figures.make_figures(tmp_path / "a", names=names, study=tiny_study)
-    b = figures.make_figures(tmp_path / "b", names=names, study=tiny_study)
+    a = figures.make_figures(tmp_path / "a", names=names, data=tiny_data)
+    b = figures.make_figures(tmp_path / "b", names=names, data=tiny_data)
     for name in names:
         assert [p.name for p in a[name]] == [f"{name}.pdf", f"{name}.png"]
         for pa, pb in zip(a[name], b[name], strict=True):
@@ -298,9 +268,28 @@ def test_make_figures_is_deterministic(tiny_study, tmp_path):
     assert b"CreationDate" not in (tmp_path / "a" / "trace_lengths.pdf").read_bytes()
 
 
-def test_make_figures_rejects_unknown_names(tiny_study, tmp_path):
+def test_make_figures_same_files_on_a_process_pool(tiny_data, tmp_path):
+    wls = tiny_data.workloads
+    names = ["hit_rate_capacity", "replica_load"]
+    serial = figures.make_figures(
+        tmp_path / "s", names=names, data=figures.FigureData(quick=True, workloads=wls)
+    )
+    from concurrent.futures import ProcessPoolExecutor
+
+    with ProcessPoolExecutor(2) as pool:
+        par = figures.make_figures(
+            tmp_path / "p",
+            names=names,
+            data=figures.FigureData(quick=True, workloads=wls, executor=pool),
+        )
+    for name in names:
+        for ps, pp in zip(serial[name], par[name], strict=True):
+            assert ps.read_bytes() == pp.read_bytes(), ps.name
+
+
+def test_make_figures_rejects_unknown_names(tiny_data, tmp_path):
     with pytest.raises(ValueError, match="unknown figure"):
-        figures.make_figures(tmp_path, names=["nope"], study=tiny_study)
+        figures.make_figures(tmp_path, names=["nope"], data=tiny_data)
 
 
 def test_cli_lists_and_reports_missing_traces(tmp_path, capsys):
@@ -309,64 +298,18 @@ def test_cli_lists_and_reports_missing_traces(tmp_path, capsys):
     assert figures.run(parser.parse_args(["--list"])) == 0
     listed = capsys.readouterr().out
     assert all(spec.name in listed for spec in figures.FIGURES)
-    code = figures.run(parser.parse_args(["--traces", str(tmp_path), "--out", str(tmp_path / "f")]))
-    assert code == 2
+    args = ["--traces", str(tmp_path), "--out", str(tmp_path / "f"), "--jobs", "1"]
+    assert figures.run(parser.parse_args(args)) == 2
     assert "conversation" in capsys.readouterr().out
-
-
-def test_registry_names_are_unique_and_cover_the_notebooks():
-    names = [s.name for s in figures.FIGURES]
-    assert len(names) == len(set(names))
-    notebooks = {s.notebook for s in figures.FIGURES}
-    assert notebooks == {
-        "01_trace_reuse_structure",
-        "02_cache_sizing",
-        "03_routing_and_locality",
-        "04_teaching_cache_reuse",
-    }
-    root = Path(__file__).resolve().parents[1]
-    readme = (root / "figures" / "README.md").read_text()
-    # Each notebook draws through the figures module (no copy-pasted plotting).
-    for nb in notebooks:
-        assert "figures." in (root / "notebooks" / f"{nb}.py").read_text()
-    assert all(f"`{n}`" in readme for n in names)
 
 
 # ------------------------------------------------------------ real traces
 def test_real_trace_figures(conversation_path, synthetic_trace_path, tmp_path):
-    study = figures.Study(conversation_path.parent, quick=True)
+    data = figures.FigureData(conversation_path.parent, quick=True)
     written = figures.make_figures(
-        tmp_path, names=["trace_lengths", "block_popularity"], study=study
+        tmp_path, names=["trace_lengths", "block_popularity"], data=data
     )
     assert all(p.stat().st_size > 1000 for paths in written.values() for p in paths)
-    ceilings = study.ceilings
-    assert ceilings.loc["conversation", "requests"] == 12_031
-    assert ceilings.loc["synthetic", "requests"] == 3_993
-    # The infinite-cache ceiling equals the reuse module's, an independent computation.
-    for name, wl in study.workloads.items():
-        assert ceilings.loc[name, "ceiling_token_hit_ratio"] == pytest.approx(
-            reuse.infinite_hit_ratio(wl).token_hit_ratio
-        )
-    assert isinstance(study.workloads["conversation"].frame, pd.DataFrame)
-
-
-def _write_trace(path: Path, n: int) -> None:
-    lines = [
-        f'{{"timestamp": {i * 1000}, "input_length": 1024, "output_length": 4, "hash_ids": [1, {i + 2}]}}'
-        for i in range(n)
-    ]
-    path.write_text("\n".join(lines) + "\n")
-
-
-def test_load_traces_takes_toolagent_only_when_present(tmp_path):
-    _write_trace(tmp_path / "conversation_trace.jsonl", 3)
-    _write_trace(tmp_path / "synthetic_trace.jsonl", 2)
-    assert {k: len(v) for k, v in figures.load_traces(tmp_path).items()} == {
-        "conversation": 3,
-        "synthetic": 2,
-    }
-    _write_trace(tmp_path / "toolagent_trace.jsonl", 4)
-    assert list(figures.load_traces(tmp_path)) == ["conversation", "synthetic", "toolagent"]
-    (tmp_path / "synthetic_trace.jsonl").unlink()
-    with pytest.raises(FileNotFoundError, match="synthetic"):
-        figures.load_traces(tmp_path)
+    ov = data.get("overview").set_index("trace")
+    assert ov.loc["conversation", "requests"] == 12_031
+    assert ov.loc["synthetic", "requests"] == 3_993
