@@ -40,6 +40,7 @@ LAYERS: dict[str, int] = {
     "widgets": 7,
     "figures": 8,
     "cli": 9,
+    "_cli_workload": 1,  # the command line's workload flags (used by sim.command too)
     "__main__": 9,
     "": 9,  # the package itself (inferasim/__init__.py): the public facade
 }
@@ -123,21 +124,6 @@ def layering_violations(graph: dict[str, list[tuple[str, int, bool]]]) -> list[s
     return bad
 
 
-#: Import edges known to close a cycle, to be removed, each with its reason. The
-#: workload readers still build the Workload themselves (they import
-#: ``workload.core`` at top level while ``core``'s ``from_*`` constructors import
-#: them lazily); issue 11 asks that readers return columns and the Workload
-#: build itself. Every entry must still exist (a test below), so the list
-#: shrinks as the cycles are fixed.
-KNOWN_CYCLE_EDGES: frozenset[tuple[str, str]] = frozenset(
-    {
-        ("inferasim.workload.mooncake", "inferasim.workload.core"),
-        ("inferasim.workload.tabular", "inferasim.workload.core"),
-        ("inferasim.workload.synthetic", "inferasim.workload.core"),
-    }
-)
-
-
 def find_cycle(
     graph: dict[str, list[tuple[str, int, bool]]],
     ignore: frozenset[tuple[str, str]] = frozenset(),
@@ -187,16 +173,10 @@ def test_no_module_imports_a_higher_layer():
 
 
 def test_no_import_cycles_lazy_imports_included():
-    cycle = find_cycle(import_graph(), ignore=KNOWN_CYCLE_EDGES)
+    # No exceptions: the workload readers return columns and never import
+    # workload.core, so the former core <-> reader cycle is gone too.
+    cycle = find_cycle(import_graph())
     assert cycle is None, " -> ".join(cycle or [])
-
-
-def test_known_cycle_edges_still_exist_and_close_a_cycle():
-    # An entry of KNOWN_CYCLE_EDGES that no longer exists must be deleted.
-    graph = import_graph()
-    for a, b in sorted(KNOWN_CYCLE_EDGES):
-        assert any(t == b and rt for t, _l, rt in graph[a]), f"{a} -> {b} is gone: delete it"
-        assert find_cycle(graph, ignore=KNOWN_CYCLE_EDGES - {(a, b)}) is not None
 
 
 # ----------------------------------------------- the checker finds violations
