@@ -15,9 +15,11 @@ A shared KV tier couples the replicas: what one writes at ``t`` another may
 read after ``t``. With one, the replicas are advanced in global time order
 (repeatedly the replica whose state changes next, ties to the lowest index:
 step ends before the step starts at the same instant), so every pool read
-at ``t`` sees exactly the pool writes before it. Pool reads and writes
-happen only at step starts and ends outside decode stretches (stretches
-never evict when tiers exist), so the jump stays exact.
+at ``t`` sees exactly the pool writes before it. Pool reads happen at
+step starts outside decode stretches; writes at evictions, which inside a
+stretch happen at the start of an allocating step, a point where the
+replica's routing-visible state changes and so where it wakes: the jump
+stays exact.
 """
 
 from __future__ import annotations
