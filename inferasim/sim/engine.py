@@ -200,14 +200,26 @@ def simulate(
     active = [0] * num_replicas
 
     def advance_all(until: float) -> None:
-        """Advance every replica to ``until`` in global time order (a shared tier)."""
+        """Advance every replica to ``until`` in global time order (a shared tier).
+
+        The replica whose state changes first runs on to just before the next
+        change of any other (its events there come strictly first in the
+        global order), then the next; ties go one event at a time by index.
+        """
         while True:
             w = min(wakes)
             if w > until or w == math.inf:
                 return
             j = wakes.index(w)
+            w2 = math.inf
+            for k, x in enumerate(wakes):
+                if x < w2 and k != j:
+                    w2 = x
+            bound = until if w2 > until else math.nextafter(w2, -math.inf)
+            if bound < w:
+                bound = w
             rep = reps[j]
-            rep.advance(w)
+            rep.advance(bound)
             wakes[j] = rep.wake()
             active[j] = rep.n_private + rep.cache.pinned + rep.queued_blocks
 
