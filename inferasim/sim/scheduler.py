@@ -22,6 +22,15 @@ id enters the prefix cache when the step that computes its last token ends.
 A prefill that reaches the end of its tokens samples a token (the first one
 gives the TTFT); every later step of the sequence is a decode step.
 
+With KV tiers (:mod:`inferasim.sim.tiers`) admission continues the cached
+run in the lower tiers: a request whose blocks must be loaded is admitted
+holding its memory but waits (state ``LOADING``, no chunk) until its last
+transfer is delivered, then joins the first step starting after that;
+blocks evicted from HBM are offloaded at the start of the step that needs
+them. While loads are in flight the replica runs one step at a time (a
+delivery is new prefill work), and with nothing else to run it idles until
+the next delivery or arrival.
+
 The decode group is kept as aggregates (count, total context, a global
 decode-step counter, a heap of finish steps and a histogram of block
 boundary phases) so a step costs O(1) in the number of decoding sequences,
