@@ -74,12 +74,14 @@ KV tiers behind HBM (``Simulator(tiers=[Tier(...), ...])``)
   others (or idles until the delivery). Offload writes use the link but no
   step waits for them (the HBM block is free at once; the lower tier holds
   the block from the eviction on).
-* **One engine in time order.** Pool reads and writes happen only at step
-  starts and ends outside decode stretches (with tiers a stretch stops
-  before a step that would evict, and no stretch runs while loads are in
-  flight), and with a shared tier the replicas advance in global time order,
-  so a read at ``t`` sees every write before ``t`` and the decode jump stays
-  equal to the step-by-step loop.
+* **One engine in time order.** Pool reads happen at step starts outside
+  decode stretches (no stretch runs while loads are in flight); writes at
+  step ends (write-through) and at evictions, which inside a stretch are
+  applied one allocating step at a time at that step's start, where the
+  replica wakes anyway. With a shared tier the replicas advance in global
+  time order (step ends before step starts at the same instant, then by
+  replica index), so a read at ``t`` sees every write before ``t`` and the
+  decode jump stays equal to the step-by-step loop.
 * **Routing.** Views expose ``hit_blocks_by_tier`` and
   ``transfer_backlog_ms``; ``cache_aware`` and ``kv_cost`` count a block
   found in a lower tier as part of a hit, weighted by the share of a miss's

@@ -15,9 +15,11 @@ A shared KV tier couples the replicas: what one writes at ``t`` another may
 read after ``t``. With one, the replicas are advanced in global time order
 (repeatedly the replica whose state changes next, ties to the lowest index:
 step ends before the step starts at the same instant), so every pool read
-at ``t`` sees exactly the pool writes before it. Pool reads and writes
-happen only at step starts and ends outside decode stretches (stretches
-never evict when tiers exist), so the jump stays exact.
+at ``t`` sees exactly the pool writes before it. Pool reads happen at
+step starts outside decode stretches; writes at evictions, which inside a
+stretch happen at the start of an allocating step, a point where the
+replica's routing-visible state changes and so where it wakes: the jump
+stays exact.
 """
 
 from __future__ import annotations
@@ -199,14 +201,26 @@ def simulate(
     active = [0] * num_replicas
 
     def advance_all(until: float) -> None:
-        """Advance every replica to ``until`` in global time order (a shared tier)."""
+        """Advance every replica to ``until`` in global time order (a shared tier).
+
+        The replica whose state changes first runs on to just before the next
+        change of any other (its events there come strictly first in the
+        global order), then the next; ties go one event at a time by index.
+        """
         while True:
             w = min(wakes)
             if w > until or w == math.inf:
                 return
             j = wakes.index(w)
+            w2 = math.inf
+            for k, x in enumerate(wakes):
+                if x < w2 and k != j:
+                    w2 = x
+            bound = until if w2 > until else math.nextafter(w2, -math.inf)
+            if bound < w:
+                bound = w
             rep = reps[j]
-            rep.advance(w)
+            rep.advance(bound)
             wakes[j] = rep.wake()
             active[j] = rep.n_private + rep.cache.pinned + rep.queued_blocks
 

@@ -22,6 +22,15 @@ id enters the prefix cache when the step that computes its last token ends.
 A prefill that reaches the end of its tokens samples a token (the first one
 gives the TTFT); every later step of the sequence is a decode step.
 
+With KV tiers (:mod:`inferasim.sim.tiers`) admission continues the cached
+run in the lower tiers: a request whose blocks must be loaded is admitted
+holding its memory but waits (state ``LOADING``, no chunk) until its last
+transfer is delivered, then joins the first step starting after that;
+blocks evicted from HBM are offloaded at the start of the step that needs
+them. While loads are in flight the replica runs one step at a time (a
+delivery is new prefill work), and with nothing else to run it idles until
+the next delivery or arrival.
+
 The decode group is kept as aggregates (count, total context, a global
 decode-step counter, a heap of finish steps and a histogram of block
 boundary phases) so a step costs O(1) in the number of decoding sequences,
@@ -354,7 +363,7 @@ class Replica:
         if n > free:
             if self.tiers is None:
                 cache.evict(n - free)
-            else:  # offload on evict (only at step starts: stretches never evict here)
+            else:  # offload on evict, at the start of the step that needs the blocks
                 gone: list[int] = []
                 cache.evict(n - free, gone)
                 self.tiers.offload(self.clock, gone)
@@ -756,8 +765,7 @@ class Replica:
                 counts[x] -= 1
         cum = list(accumulate(counts))
         free = self.capacity - self.n_private - len(self.cache.ref)
-        # (with tiers an eviction offloads at its step start: stretches never evict)
-        limit = free if self.waiting or self.tiers is not None else free + self.cache.evictable
+        limit = free if self.waiting else free + self.cache.evictable
         if cum[-1] > limit:  # (blocks freed by finishes ignored: a shorter stretch)
             K = bisect_right(cum, limit) + 1
             if K == 1:
@@ -971,6 +979,7 @@ class Replica:
             self.cur_B = self.B
             self.p_fi = fi + 1
             pos = f + 1  # start the next step
+            self.clock = e
             alloc = self._cum(pos) - self._cum(f)
             if alloc:
                 self._allocate(alloc)
@@ -979,14 +988,32 @@ class Replica:
                     self.peak_kv = kv
             self.steps += 1
             self.p_pos = pos
-            self.clock = e
             self.step_end = ends[pos]
         self._set_horizon()
 
     def _uniform(self, j: int, jn: int) -> None:
-        """Complete steps ``j..jn-1`` and start steps up to ``jn``: no finishes."""
+        """Complete steps ``j..jn-1`` and start steps up to ``jn``: no finishes.
+
+        With tiers, steps that evict (and so offload) are applied one
+        allocating step at a time, each at its own start time, as the plain
+        loop does.
+        """
         if jn <= j:
             return
+        if self.tiers is not None:
+            free = self.capacity - self.n_private - len(self.cache.ref)
+            if self._cum(jn) - self._cum(j) > free:
+                cum = self.p_cum
+                while j < jn:
+                    # the next step after j that allocates: step i with cum[i - 1] > _cum(j)
+                    i = bisect_right(cum, self._cum(j)) + 1
+                    nxt = i if i < jn else jn
+                    self._uniform_run(j, nxt)
+                    j = nxt
+                return
+        self._uniform_run(j, jn)
+
+    def _uniform_run(self, j: int, jn: int) -> None:
         ends = self.p_ends
         start = ends[jn - 1]
         if self.next_sample < start:
@@ -998,6 +1025,7 @@ class Replica:
         self.S += B * k
         self.outstanding -= B * k
         self.steps += k
+        self.clock = start  # (before allocating: an eviction offloads at the step start)
         alloc = self._cum(jn) - self._cum(j)
         if alloc:
             self._allocate(alloc)
@@ -1005,7 +1033,6 @@ class Replica:
             if kv > self.peak_kv:
                 self.peak_kv = kv
         self.p_pos = jn
-        self.clock = start
         self.step_end = ends[jn]
 
     def _emit_plan(self, j: int, jn: int, stop: float) -> None:

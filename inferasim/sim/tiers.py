@@ -31,6 +31,7 @@ Semantics (also in the :mod:`inferasim.sim` docstring):
 from __future__ import annotations
 
 import math
+import numbers
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -89,18 +90,19 @@ class Tier:
         if self.name == "hbm":
             raise ValueError("Tier name 'hbm' is taken by the HBM tier")
         cap = self.capacity_tokens
-        if isinstance(cap, bool) or not isinstance(cap, int) or cap < 0:
+        if isinstance(cap, bool) or not isinstance(cap, numbers.Integral) or cap < 0:
             raise ValueError(
                 f"Tier {self.name!r}: capacity_tokens must be an int >= 0, got {cap!r}"
             )
+        object.__setattr__(self, "capacity_tokens", int(cap))
         for field in ("read_gbps", "write_gbps"):
             v = getattr(self, field)
-            if isinstance(v, bool) or not isinstance(v, int | float) or not (
+            if isinstance(v, bool) or not isinstance(v, numbers.Real) or not (
                 math.isfinite(v) and v > 0
             ):
                 raise ValueError(f"Tier {self.name!r}: {field} must be a number > 0, got {v!r}")
         v = self.latency_us
-        if isinstance(v, bool) or not isinstance(v, int | float) or not (
+        if isinstance(v, bool) or not isinstance(v, numbers.Real) or not (
             math.isfinite(v) and v >= 0
         ):
             raise ValueError(f"Tier {self.name!r}: latency_us must be a number >= 0, got {v!r}")
