@@ -165,6 +165,12 @@ def _token(value: Any, where: str) -> Any:
     return {"repr": f"{type(value).__module__}.{type(value).__qualname__}:{text}"}
 
 
+def _callable_name(fn: Any) -> str:
+    """Module and name of a function, or of a callable object's class."""
+    owner = fn if hasattr(fn, "__qualname__") else type(fn)
+    return f"callable:{owner.__module__}.{owner.__qualname__}"
+
+
 def _digest(obj: Any) -> str:
     text = json.dumps(obj, sort_keys=True, separators=(",", ":"), allow_nan=True)
     return hashlib.sha256(text.encode()).hexdigest()
@@ -586,6 +592,8 @@ def sweep(
         ``input_tok_s``. A list keeps those names only. A callable
         ``f(result) -> dict`` computes the metrics itself (for the process
         and Dask executors it must be picklable: a module-level function).
+        The store knows a callable by its module and name only: after
+        changing its code, use a new store.
     executor : None, "processes", Executor or dask.distributed.Client
         Where the runs go (see the module docstring). Same frame on each.
     progress : bool, default True
@@ -657,7 +665,7 @@ def sweep(
     prints = {name: fingerprint(wl) for name, wl in workloads.items()}
     config_tokens = [_token(c, f"configuration {i}") for i, c in enumerate(configs)]
     seeds = [seed_of(c) for c in configs]
-    metrics_token = _token(metrics, "metrics")
+    metrics_token = _callable_name(metrics) if callable(metrics) else _token(metrics, "metrics")
     tasks: list[_Task] = []
     heads: list[dict[str, Any]] = []
     keys: list[str] = []
