@@ -46,13 +46,14 @@ def kernel_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
-def test_the_four_notebooks_exist() -> None:
+def test_the_notebooks_exist() -> None:
     names = [p.stem for p in NOTEBOOKS]
     assert names == [
         "01_trace_reuse_structure",
         "02_cache_sizing",
         "03_routing_and_locality",
         "04_teaching_cache_reuse",
+        "06_capacity_planning",
     ]
 
 
