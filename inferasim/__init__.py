@@ -37,6 +37,7 @@ _LAZY = {
     "SimResult": "inferasim.sim",
     "LinearCostModel": "inferasim.sim",
     "RooflineCostModel": "inferasim.sim",
+    "Tier": "inferasim.sim",
 }
 
 __all__ = [

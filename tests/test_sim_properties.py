@@ -146,9 +146,9 @@ class _Checked:
         orig_complete = sched_mod.Replica._complete
         self.evicted = 0
 
-        def evict(cache, k):
+        def evict(cache, k, out=None):
             before = dict(cache.ref)
-            orig_evict(cache, k)
+            orig_evict(cache, k, out)
             gone = set(before) - set(cache.ref)
             assert len(gone) == k
             assert all(before[h] == 0 for h in gone), "a pinned block was evicted"

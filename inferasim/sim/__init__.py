@@ -66,10 +66,12 @@ from inferasim.sim.router import (
     RoundRobinRouter,
 )
 from inferasim.sim.simulator import Simulator
+from inferasim.sim.tiers import Tier
 
 __all__ = [
     "Simulator",
     "SimResult",
+    "Tier",
     "LinearCostModel",
     "RooflineCostModel",
     "ROUTING_POLICIES",

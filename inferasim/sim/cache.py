@@ -288,13 +288,17 @@ class BlockCache:
                     add(h)
         self.pinned -= freed
 
-    def evict(self, n: int) -> None:
+    def evict(self, n: int, out: list[int] | None = None) -> None:
         """Evict ``n`` evictable blocks chosen by the policy.
+
+        ``out``, if given, receives the evicted ids in eviction order (for
+        offloading them to a lower tier).
 
         Examples
         --------
-        >>> c = BlockCache(); _ = c.register(1); c.release([1]); c.evict(1); c.size
-        0
+        >>> c = BlockCache(); _ = c.register(1); c.release([1]); gone = []
+        >>> c.evict(1, gone); c.size, gone
+        (0, [1])
         """
         policy = self._policy
         if n > len(policy):
@@ -302,11 +306,19 @@ class BlockCache:
         ref = self.ref
         if self._lru:
             popitem = policy._od.popitem
-            for _ in range(n):
-                del ref[popitem(False)[0]]
+            if out is None:
+                for _ in range(n):
+                    del ref[popitem(False)[0]]
+            else:
+                for _ in range(n):
+                    h = popitem(False)[0]
+                    del ref[h]
+                    out.append(h)
         else:
             for _ in range(n):
                 h = policy.pop()
                 del ref[h]
                 policy.forget(h)
+                if out is not None:
+                    out.append(h)
         self.evictions += n

@@ -93,6 +93,11 @@ class LinearCostModel:
         Per context token read by decode attention.
     kv_blocks : int, optional
         KV blocks per replica, if this model should state it.
+    kv_bytes_per_token : float, optional
+        KV-cache bytes of one token (all layers), what a KV transfer to or
+        from a lower tier moves (``Simulator(tiers=...)`` needs it). For
+        Llama-3.1-8B in BF16: ``2 * 32 layers * 8 kv heads * 128 * 2 bytes =
+        131072``.
 
     Examples
     --------
@@ -109,6 +114,7 @@ class LinearCostModel:
     decode_seq_ms: float = 0.1
     decode_context_ms: float = 0.0
     kv_blocks: int | None = None
+    kv_bytes_per_token: float | None = None
 
     def __post_init__(self) -> None:
         for name in (
@@ -121,6 +127,11 @@ class LinearCostModel:
             value = getattr(self, name)
             if not np.isfinite(value) or value < 0:
                 raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
+        kvb = self.kv_bytes_per_token
+        if kvb is not None and not (
+            isinstance(kvb, int | float) and not isinstance(kvb, bool) and np.isfinite(kvb) and kvb > 0
+        ):
+            raise ValueError(f"kv_bytes_per_token must be a number > 0, got {kvb!r}")
         if self.overhead_ms == 0 and self.decode_seq_ms == 0 and self.prefill_token_ms == 0:
             raise ValueError("a cost model whose steps can take no time would never advance")
 

@@ -10,6 +10,14 @@ Time semantics (the same in the plain and the jumping loop): a step starts
 when the previous one ends if there is work; a request arriving at ``t``
 joins the first step that starts at or after ``t``; routing at ``t`` sees
 every step that ended at or before ``t``.
+
+A shared KV tier couples the replicas: what one writes at ``t`` another may
+read after ``t``. With one, the replicas are advanced in global time order
+(repeatedly the replica whose state changes next, ties to the lowest index:
+step ends before the step starts at the same instant), so every pool read
+at ``t`` sees exactly the pool writes before it. Pool reads and writes
+happen only at step starts and ends outside decode stretches (stretches
+never evict when tiers exist), so the jump stays exact.
 """
 
 from __future__ import annotations
@@ -30,9 +38,10 @@ from inferasim.sim.router import (
     Request,
 )
 from inferasim.sim.scheduler import Outputs, Replica, Seq
+from inferasim.sim.tiers import ReplicaTiers, Tier, TierStore
 from inferasim.workload import Workload
 
-__all__ = ["rejection_reasons", "simulate"]
+__all__ = ["rejection_reasons", "simulate", "tier_savings"]
 
 _FAST_ROUTERS = (KvCostRouter, CacheAwareRouter, LeastLoadedRouter)
 
@@ -45,6 +54,8 @@ class RunOutput:
     reasons: dict[int, str]
     replicas: list[Replica]
     end_ms: float
+    tiers: tuple[Tier, ...] = ()
+    shared: dict[str, TierStore] | None = None
 
 
 def rejection_reasons(wl: Workload, capacity: int) -> dict[int, str]:
@@ -89,6 +100,9 @@ def simulate(
     sample_ms: float | None,
     jump: bool,
     progress: bool,
+    tiers: tuple[Tier, ...] = (),
+    write_through: bool = False,
+    load_policy: str = "faster",
 ) -> RunOutput:
     """Run ``wl`` through ``num_replicas`` replicas; see :class:`Simulator`.
 
@@ -105,7 +119,16 @@ def simulate(
     """
     n = len(wl)
     bs = wl.block_size
-    out = Outputs(n)
+    out = Outputs(n, len(tiers))
+    live = any(t.capacity_tokens >= bs for t in tiers)
+    shared = {t.name: TierStore(t.capacity_tokens // bs, log=True) for t in tiers if t.shared}
+    coupled = any(t.shared and t.capacity_tokens >= bs for t in tiers)
+    kvb = getattr(cost, "kv_bytes_per_token", None) if live else 0.0
+    if live and not (isinstance(kvb, int | float) and math.isfinite(kvb) and kvb > 0):
+        raise ValueError(
+            f"KV tiers need the KV bytes per token: the cost model has kv_bytes_per_token="
+            f"{kvb!r}; give e.g. LinearCostModel(kv_bytes_per_token=131072)"
+        )
     reasons = rejection_reasons(wl, capacity)
     arrival = wl.arrival_ms.astype(np.float64)
     P = wl.input_len.astype(np.int64)
@@ -134,6 +157,9 @@ def simulate(
             out=out,
             sample_ms=sample_ms,
             jump=jump,
+            tiers=ReplicaTiers(tiers, shared, bs, kvb, write_through) if live else None,
+            write_through=write_through,
+            load_policy=load_policy,
         )
         for r in range(num_replicas)
     ]
@@ -141,10 +167,12 @@ def simulate(
         rep.next_sample = rep.clock = t0
         rep.sample_i = 0
         rep.t0 = t0
-    current: list[Any] = [[], 0]
+    current: list[Any] = [[], 0, 0.0]  # ids, limit, time of the request being routed
     views = tuple(ReplicaView(rep, current) for rep in reps)
     if isinstance(router, KvCostRouter):
         router.block_size = bs
+    if live and isinstance(router, KvCostRouter | CacheAwareRouter):
+        router.tier_saving = tier_savings(cost, tiers, bs, max_batched_tokens, kvb)
     reset = getattr(router, "reset", None)
     if reset is not None:
         reset(num_replicas, seed)
@@ -168,6 +196,19 @@ def simulate(
     # active blocks of each replica (running plus queued prompt blocks), what kv_cost
     # reads: replica state only changes in advance/arrive, each followed by an update
     active = [0] * num_replicas
+
+    def advance_all(until: float) -> None:
+        """Advance every replica to ``until`` in global time order (a shared tier)."""
+        while True:
+            w = min(wakes)
+            if w > until or w == math.inf:
+                return
+            j = wakes.index(w)
+            rep = reps[j]
+            rep.advance(w)
+            wakes[j] = rep.wake()
+            active[j] = rep.n_private + rep.cache.pinned + rep.queued_blocks
+
     min_wake = math.inf
     for i in range(n):
         if bar is not None and not i & 1023 and i:
@@ -182,6 +223,9 @@ def simulate(
         if limit > k:
             limit = k
         r = -1
+        if coupled:
+            advance_all(a)
+            min_wake = min(wakes)
         if fast_route is not None:
             # bring up to date only the replicas whose routing state changed
             # (wakes[r] is the earliest time replica r's state would change)
@@ -195,13 +239,14 @@ def simulate(
                 min_wake = min(wakes)
             r = fast_route(p, ids, limit, reps, a, active)
         if r < 0:
-            if needs_state:
+            if needs_state and not coupled:
                 for j, rep in enumerate(reps):
                     rep.advance(a)
                     wakes[j] = rep.wake()
                     active[j] = rep.n_private + rep.cache.pinned + rep.queued_blocks
             current[0] = ids
             current[1] = limit
+            current[2] = a
             r = router(Request(i, a, p, O_l[i], tuple(ids)), views)
             try:
                 r = operator.index(r)
@@ -219,6 +264,8 @@ def simulate(
         active[r] = rep.n_private + rep.cache.pinned + rep.queued_blocks
         if w < min_wake:
             min_wake = w
+    if coupled:
+        advance_all(math.inf)
     for rep in reps:
         rep.advance(math.inf)
     if bar is not None:
@@ -230,4 +277,37 @@ def simulate(
     for rep in reps:
         if rep.next_sample < stop:
             rep._emit(stop)
-    return RunOutput(out=out, reasons=reasons, replicas=reps, end_ms=end)
+    return RunOutput(
+        out=out, reasons=reasons, replicas=reps, end_ms=end, tiers=tuple(tiers), shared=shared
+    )
+
+
+def tier_savings(
+    cost: Any, tiers: tuple[Tier, ...], block_size: int, chunk_tokens: int, kv_bytes: float
+) -> tuple[float, ...]:
+    """Share of a miss's prefill time a block found in each tier saves (routing use).
+
+    ``1 - load / recompute`` per block, at least 0: ``load`` is one block
+    alone on the tier's link (bytes at ``read_gbps`` plus latency),
+    ``recompute`` the prefill time per block of a full ``chunk_tokens``
+    chunk beyond a step's fixed cost (a single block can hide in a
+    memory-bound step).
+
+    Examples
+    --------
+    >>> from inferasim.sim.cost import LinearCostModel
+    >>> t = Tier("dram", 10**6, read_gbps=1.0, write_gbps=1.0)
+    >>> # a block: 16 tokens * 1e5 bytes = 1.6 ms at 1 GB/s; recompute 16 * 0.5 = 8 ms
+    >>> tier_savings(LinearCostModel(prefill_token_ms=0.5), (t,), 16, 64, 1e5)
+    (0.8,)
+    """
+    n = max(chunk_tokens, block_size)
+    pairs = n * (n + 1) // 2
+    per_block = (
+        float(cost.step_time_ms(n, pairs, 0, 0)) - float(cost.step_time_ms(0, 0, 0, 0))
+    ) * block_size / n
+    out = []
+    for t in tiers:
+        load = block_size * kv_bytes / (t.read_gbps * 1e6) + t.latency_us / 1000.0
+        out.append(max(0.0, 1.0 - load / per_block) if per_block > 0 else 0.0)
+    return tuple(out)

@@ -35,6 +35,10 @@ class SimResult:
         ``status`` (``"finished"`` or ``"rejected"``: the request can never
         fit in a replica's KV memory or has no prompt) and ``reason`` (why it
         was rejected, else missing). Times are ms, NaN when they never came.
+        With KV tiers also ``hbm_hit_tokens`` and ``<tier>_hit_tokens`` (where
+        the reused prefix of the first admission came from; they add up to
+        ``cached_tokens``) and ``load_ms`` (time spent waiting for loads from
+        lower tiers, from admission to the last delivery).
     replicas : pandas.DataFrame
         One row per replica: ``requests`` routed, ``share`` of all routed
         requests, ``input_tokens``, ``output_tokens``, ``prompt_blocks``,
@@ -42,12 +46,16 @@ class SimResult:
         ``token_hit_ratio``, ``busy_fraction`` (of the run from first arrival
         to last finish), ``peak_running``, ``peak_kv_blocks`` (held by running
         sequences), ``kv_capacity_blocks``, ``evictions``, ``preemptions``,
-        ``steps`` (engine steps run).
+        ``steps`` (engine steps run). With KV tiers also ``<tier>_bytes_read``
+        (loaded into this replica's HBM), ``<tier>_bytes_written`` (written by
+        this replica) and ``<tier>_peak_tokens`` (most tokens held; for a
+        shared tier the pool's peak, the same on every row).
     timeline : pandas.DataFrame
         The state of every replica sampled every ``timeline_ms``: ``time_ms``,
         ``replica``, ``queue`` (waiting requests), ``running``,
         ``kv_running_blocks`` (held by running sequences), ``kv_cached_blocks``
-        (evictable blocks kept for reuse).
+        (evictable blocks kept for reuse); with KV tiers ``<tier>_tokens``
+        (tokens held: the replica's own tier, or the whole shared pool).
     config : dict
         The simulator parameters of the run.
 
@@ -122,9 +130,21 @@ class SimResult:
                 "reason": pd.Series(reason, dtype=object),
             }
         )
+        tiers = run.tiers
+        bs = wl.block_size
+        if tiers:
+            hit = [col(out.tier_hits[k], np.int64) * bs for k in range(len(tiers))]
+            req.insert(
+                req.columns.get_loc("cached_tokens") + 1,
+                "hbm_hit_tokens",
+                req["cached_tokens"].to_numpy() - sum(hit, np.zeros(n, np.int64)),
+            )
+            at = req.columns.get_loc("hbm_hit_tokens") + 1
+            for k, t in enumerate(tiers):
+                req.insert(at + k, f"{t.name}_hit_tokens", hit[k])
+            req.insert(at + len(tiers), "load_ms", col(out.load_ms, f64))
         req.index.name = None
 
-        bs = wl.block_size
         R = len(run.replicas)
         routed = req["replica"].to_numpy() >= 0
         rr = req["replica"].to_numpy()[routed]
@@ -165,7 +185,24 @@ class SimResult:
                     "steps": np.array([r.steps for r in run.replicas], np.int64),
                 }
             )
-        rows = [(*row[:1], r.index, *row[1:]) for r in run.replicas for row in r.tl]
+        if tiers:
+            for k, t in enumerate(tiers):
+                rd = [r.tiers.bytes_read[k] if r.tiers else 0.0 for r in run.replicas]
+                wr = [r.tiers.bytes_written[k] if r.tiers else 0.0 for r in run.replicas]
+                if t.shared:
+                    pk = [run.shared[t.name].peak * bs] * R
+                else:
+                    pk = [r.tiers.stores[k].peak * bs if r.tiers else 0 for r in run.replicas]
+                reps[f"{t.name}_bytes_read"] = np.array(rd, f64)
+                reps[f"{t.name}_bytes_written"] = np.array(wr, f64)
+                reps[f"{t.name}_peak_tokens"] = np.array(pk, np.int64)
+        tier_cols = [f"{t.name}_tokens" for t in tiers]
+        zeros = (0,) * len(tiers)
+        rows = [
+            (*row[:1], r.index, *row[1:5], *(row[5:] if r.tiers is not None else zeros))
+            for r in run.replicas
+            for row in r.tl
+        ]
         tl = pd.DataFrame(
             rows,
             columns=[
@@ -175,8 +212,18 @@ class SimResult:
                 "running",
                 "kv_running_blocks",
                 "kv_cached_blocks",
+                *tier_cols,
             ],
         )
+        for t, name in zip(tiers, tier_cols, strict=True):
+            if len(tl):
+                tl[name] = tl[name].astype(np.int64) * bs
+            log = run.shared.get(t.name).log if t.shared else None
+            if log and len(tl):  # the pool's size at each sample, from its change log
+                times = np.array([x[0] for x in log], f64)
+                sizes = np.array([x[1] for x in log], np.int64)
+                i = np.searchsorted(times, tl["time_ms"].to_numpy(), side="right") - 1
+                tl[name] = np.where(i >= 0, sizes[np.maximum(i, 0)], 0) * bs
         if len(tl):
             tl = tl.sort_values(["time_ms", "replica"], kind="stable", ignore_index=True)
         tl = tl.astype(
@@ -187,6 +234,7 @@ class SimResult:
                 "running": np.int64,
                 "kv_running_blocks": np.int64,
                 "kv_cached_blocks": np.int64,
+                **dict.fromkeys(tier_cols, np.int64),
             }
         )
         return cls(req, reps, tl, config)
@@ -213,7 +261,9 @@ class SimResult:
             (finished requests), ``preemptions``, ``evictions``,
             ``max_replica_share`` (busiest replica's share of requests; ``1 /
             replicas`` is perfectly balanced), ``goodput_rps``,
-            ``slo_attainment``, ``saturated`` (True when the queueing delay
+            ``slo_attainment``; with KV tiers ``hbm_token_hit_ratio``,
+            ``<tier>_token_hit_ratio`` (adding up to ``token_hit_ratio``) and
+            ``load_ms_mean``; ``saturated`` (True when the queueing delay
             keeps growing: from the first to the last quarter of arrivals, the
             mean queue grows by more than 10% of the time between them and
             ends above 100 ms; the fleet cannot keep up with the offered load).
@@ -261,6 +311,16 @@ class SimResult:
                     out[f"{metric}_{name}"] = float(v.mean())
                 else:
                     out[f"{metric}_{name}"] = float(np.percentile(v, q))
+        if "hbm_hit_tokens" in req.columns:
+            names = ["hbm"] + [
+                c[: -len("_hit_tokens")]
+                for c in req.columns
+                if c.endswith("_hit_tokens") and c != "hbm_hit_tokens"
+            ]
+            for name in names:
+                hit = float(routed[f"{name}_hit_tokens"].sum())
+                out[f"{name}_token_hit_ratio"] = hit / itok if itok else float("nan")
+            out["load_ms_mean"] = float(fin["load_ms"].mean()) if len(fin) else float("nan")
         out["preemptions"] = int(self.replicas["preemptions"].sum())
         out["evictions"] = int(self.replicas["evictions"].sum())
         out["max_replica_share"] = (

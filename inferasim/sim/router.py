@@ -34,6 +34,14 @@ Built-in policies (``Simulator(routing=name)``):
     active_blocks`` (lowest wins; ties to the least loaded). With
     ``temperature > 0`` the replica is drawn with probability proportional to
     ``exp(-(cost - min cost) / temperature)``.
+
+With KV tiers (``Simulator(tiers=...)``) ``cache_aware`` and ``kv_cost``
+count a replica's *effective* match: its HBM blocks of the request's
+reusable run plus, for each lower tier, the blocks found there times the
+share of a miss's prefill time loading them saves
+(:func:`inferasim.sim.engine.tier_savings`, from the cost model and the
+tier's bandwidth). A block in a shared pool is found from every replica,
+so it is a (cheaper) hit everywhere.
 """
 
 from __future__ import annotations
@@ -229,8 +237,44 @@ class ReplicaView:
         >>> v.prefix_match_blocks  # blocks 1, 2 of (1, 2, 4)
         2
         """
-        ids, limit = self._cur
+        ids, limit = self._cur[0], self._cur[1]
         return self._rep.cache.match(ids, limit)[0]
+
+    @property
+    def hit_blocks_by_tier(self) -> tuple[int, ...]:
+        """Blocks of this request's reusable run by tier: ``(hbm, tier 0, tier 1, ...)``.
+
+        The run is the leading run of blocks found in HBM or in a lower tier
+        (what admission would reuse with ``load_policy="always"``); without
+        tiers it is ``(prefix_match_blocks,)``.
+
+        Examples
+        --------
+        >>> v = _demo_view()
+        >>> v.hit_blocks_by_tier
+        (2,)
+        """
+        ids, limit = self._cur[0], self._cur[1]
+        rep = self._rep
+        if rep.tiers is None:
+            return (rep.cache.match(ids, limit)[0],)
+        return tuple(rep.tier_match(ids, limit))
+
+    @property
+    def transfer_backlog_ms(self) -> float:
+        """Link time still needed by the KV transfers in flight (loads and offload
+        writes, over the replica's tier links; 0 without tiers).
+
+        Examples
+        --------
+        >>> v = _demo_view()
+        >>> v.transfer_backlog_ms
+        0.0
+        """
+        rep = self._rep
+        if rep.tiers is None:
+            return 0.0
+        return rep.tiers.backlog_ms(self._cur[2])
 
 
 def _demo_view() -> ReplicaView:
@@ -260,7 +304,7 @@ def _demo_view() -> ReplicaView:
     rep.arrive(Seq(0, 48, 10, [1, 2, 3], 16), 0.0)
     rep.advance(20.0)
     rep.arrive(Seq(1, 32, 2, [7, 8], 16), 20.0)
-    return ReplicaView(rep, [[1, 2, 4], 2])
+    return ReplicaView(rep, [[1, 2, 4], 2, 20.0])
 
 
 def _least_loaded(replicas: Sequence[ReplicaView]) -> int:
@@ -395,6 +439,7 @@ class CacheAwareRouter:
     """
 
     needs_state = True
+    tier_saving: tuple[float, ...] = ()  # set by the engine when KV tiers exist
 
     def reset(self, num_replicas: int, seed: int | None) -> None:
         """Nothing to reset: the policy keeps no state.
@@ -407,9 +452,14 @@ class CacheAwareRouter:
 
     def __call__(self, request: Request, replicas: Sequence[ReplicaView]) -> int:
         best = -1
-        best_key = (0, 0)
+        best_key: tuple[float, int] = (0, 0)
+        saving = self.tier_saving
         for v in replicas:
-            key = (-v.prefix_match_blocks, v.outstanding_tokens)
+            if saving:
+                m: float = _effective(v.hit_blocks_by_tier, saving)
+            else:
+                m = v.prefix_match_blocks
+            key = (-m, v.outstanding_tokens)
             if best < 0 or key < best_key:
                 best, best_key = v.index, key
         return best
@@ -428,16 +478,20 @@ class CacheAwareRouter:
         ``active[i]`` is replica ``i``'s active blocks (the engine keeps it up to date).
         """
         best = -1
-        best_m = 0
+        best_m: float = 0
         best_load = None
         head = ids[:limit]
+        saving = self.tier_saving
         for i, rep in enumerate(reps):
-            ref = rep.cache.ref
-            m = 0
-            for h in head:
-                if h not in ref:
-                    break
-                m += 1
+            if saving and rep.tiers is not None:
+                m: float = _effective(rep.tier_match(ids, limit), saving)
+            else:
+                ref = rep.cache.ref
+                m = 0
+                for h in head:
+                    if h not in ref:
+                        break
+                    m += 1
             if best < 0 or m > best_m:
                 best, best_m, best_load = i, m, None
             elif m == best_m:
@@ -479,6 +533,7 @@ class KvCostRouter:
     """
 
     needs_state = True
+    tier_saving: tuple[float, ...] = ()  # set by the engine when KV tiers exist
 
     def __init__(
         self, overlap_weight: float = 1.0, temperature: float = 0.0, block_size: int = 512
@@ -505,7 +560,14 @@ class KvCostRouter:
     def __call__(self, request: Request, replicas: Sequence[ReplicaView]) -> int:
         blocks = -(-request.input_len // self.block_size)
         w = self.overlap_weight
-        costs = [w * (blocks - v.prefix_match_blocks) + v.active_blocks for v in replicas]
+        saving = self.tier_saving
+        if saving:
+            costs = [
+                w * (blocks - _effective(v.hit_blocks_by_tier, saving)) + v.active_blocks
+                for v in replicas
+            ]
+        else:
+            costs = [w * (blocks - v.prefix_match_blocks) + v.active_blocks for v in replicas]
         low = min(costs)
         if self.temperature > 0:
             weights = [math.exp(-(c - low) / self.temperature) for c in costs]
@@ -536,10 +598,18 @@ class KvCostRouter:
             return -1  # the engine falls back to __call__
         w = self.overlap_weight
         blocks = -(-input_len // self.block_size)
-        miss = w * blocks  # the same float as w * (blocks - 0) in __call__
-        costs = [miss + a for a in active]
-        low = min(costs)
-        if limit > 0:
+        saving = self.tier_saving
+        if saving:
+            costs = [
+                w * (blocks - _effective(rep.tier_match(ids, limit), saving)) + a
+                for rep, a in zip(reps, active, strict=True)
+            ]
+            low = min(costs)
+        else:
+            miss = w * blocks  # the same float as w * (blocks - 0) in __call__
+            costs = [miss + a for a in active]
+            low = min(costs)
+        if limit > 0 and not saving:
             head = ids[:limit]
             h0 = head[0]
             # w * (blocks - m) + active >= w * (blocks - limit) + active: a replica whose
@@ -571,6 +641,14 @@ class KvCostRouter:
                     if load < best_load:
                         best, best_load = i, load
         return best
+
+
+def _effective(hits: Sequence[int], saving: Sequence[float]) -> float:
+    """HBM blocks plus lower-tier blocks weighted by the share of a miss they save."""
+    m = float(hits[0])
+    for k, s in enumerate(saving):
+        m += s * hits[k + 1]
+    return m
 
 
 class LongestMatchRouter:

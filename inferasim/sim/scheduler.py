@@ -45,7 +45,7 @@ from inferasim.sim.cache import BlockCache
 # Internal: the public API is inferasim.sim.Simulator.
 __all__: list[str] = []
 
-WAITING, PREFILL, DECODE, DONE = 0, 1, 2, 3
+WAITING, PREFILL, DECODE, DONE, LOADING = 0, 1, 2, 3, 4
 
 # Runs of up to this many decode steps are priced with scalar cost calls (cheaper
 # than one array call's fixed overhead); the cost protocol makes both equal.
@@ -106,6 +106,12 @@ class Seq:
         "g_join",
         "epoch",
         "first",
+        "loads",
+        "loads_left",
+        "load_start",
+        "load_end",
+        "lower",
+        "mixed",
     )
 
     def __init__(self, rid: int, prompt: int, output: int, ids: list[int], block_size: int):
@@ -122,14 +128,23 @@ class Seq:
         self.d_join = self.c_join = self.g_join = 0
         self.epoch = 0
         self.first = True
+        # lower-tier loads of the current admission (tiers only)
+        self.loads: list[tuple[int, int]] = []
+        self.loads_left = 0
+        self.load_start = self.load_end = 0.0
+        self.lower: list[int] = []  # ids being loaded, in prompt order
+        self.mixed = False  # HBM blocks after the first loaded one
 
 
 class Outputs:
     """Per-request result columns shared by all replicas (compact arrays)."""
 
-    def __init__(self, n: int) -> None:
+    def __init__(self, n: int, tiers: int = 0) -> None:
         nan = array("d", [float("nan")])
         zero = array("q", [0])
+        # blocks hit in each lower tier at the first admission; time waiting for loads
+        self.tier_hits = [zero * n for _ in range(tiers)]
+        self.load_ms = array("d", [0.0]) * n if tiers else array("d")
         self.replica = array("q", [-1]) * n
         self.scheduled = nan * n
         self.first_token = nan * n
@@ -163,6 +178,9 @@ class Replica:
         sample_ms: float,
         jump: bool,
         plan_cap: int = 4096,
+        tiers: Any = None,
+        write_through: bool = False,
+        load_policy: str = "faster",
     ) -> None:
         self.index = index
         self.cost = cost.step_time_ms
@@ -179,6 +197,13 @@ class Replica:
         self.out = out
         self.jump = jump
         self.plan_cap = plan_cap if jump else 1
+        # lower KV tiers (a ReplicaTiers with at least one tier holding blocks, or None)
+        self.tiers = tiers
+        self.write_through = write_through and tiers is not None
+        self.load_always = load_policy == "always"
+        self.step0 = float(cost.step_time_ms(0, 0, 0, 0)) if tiers is not None else 0.0
+        self.n_loading = 0  # sequences admitted and waiting for loads
+        self.idle_wait = False  # nothing can run before a load arrives (clock = then)
         # queues
         self.waiting: deque[Seq] = deque()
         self.running: dict[Seq, None] = {}  # admission order
@@ -251,6 +276,8 @@ class Replica:
             self.n_private + self.cache.pinned,
             self.cache.evictable,
         )
+        if self.tiers is not None:
+            row = (*row, *self.tiers.sizes())
         while self.next_sample < t:
             tl.append((self.next_sample, *row))
             self.sample_i += 1
@@ -265,8 +292,9 @@ class Replica:
             self.p_K = self.p_pos + 1  # the queue changed: the stretch ends here
             self.h_weak = self.step_end
             self.h_strict = math.inf
-        if not self.in_step and not self.running and not self.waiting:
-            self.clock = t
+        if not self.in_step and (self.idle_wait or not (self.running or self.waiting)):
+            self.clock = t  # (idle_wait: after advance(t) the planned retry is at or after t)
+            self.idle_wait = False
         self.waiting.append(seq)
         self.queued_blocks += seq.pblocks
         self.outstanding += seq.prompt + seq.output
@@ -295,7 +323,12 @@ class Replica:
         free = self.capacity - self.n_private - len(cache.ref)
         self.n_private += n
         if n > free:
-            cache.evict(n - free)
+            if self.tiers is None:
+                cache.evict(n - free)
+            else:  # offload on evict (only at step starts: stretches never evict here)
+                gone: list[int] = []
+                cache.evict(n - free, gone)
+                self.tiers.offload(self.clock, gone)
 
     def _release(self, seq: Seq, computed: int) -> None:
         held = -(-computed // self.bs)
@@ -319,6 +352,11 @@ class Replica:
         seq = next(reversed(self.running))
         if seq.state == DECODE:
             computed = self._leave_decode(seq)
+        elif seq.state == LOADING:  # its loads are dropped (the blocks are lost)
+            computed = seq.computed
+            self.tiers.cancel(self.clock, seq.loads)
+            seq.loads = []
+            self.n_loading -= 1
         else:
             computed = seq.computed
             self.prefilling.remove(seq)
@@ -340,6 +378,10 @@ class Replica:
         if not self.busy:
             self.busy = True
             self.busy_start = t
+        self.idle_wait = False
+        if self.n_loading:
+            for seq in self.tiers.collect(t):
+                self._loaded(seq)
         bs = self.bs
         cache = self.cache
         preempted = False
@@ -372,6 +414,13 @@ class Replica:
         kv = self.n_private + cache.pinned
         if kv > self.peak_kv:
             self.peak_kv = kv
+        if not chunks and not B:
+            if not self.n_loading:
+                raise RuntimeError("internal error: a step with nothing to run")
+            # nothing runs before a load arrives: retry then (or at an arrival)
+            self.clock = self.tiers.next_delivery(t)
+            self.idle_wait = True
+            return
         self.in_step = True
         self.cur_B = B
         self.steps += 1
@@ -383,13 +432,15 @@ class Replica:
             self.cur_chunks = chunks
             self.step_end = t + float(self.cost(pt, pa, B, self.S))
             return
-        if not B:
-            raise RuntimeError("internal error: a step with nothing to run")
         self.cur_chunks = []
         # After a preemption, or an eviction while requests wait (it can shorten
         # their cached prefix and so their memory need), the next step must be
-        # scheduled afresh: no stretch.
-        self._plan(t, 1 if preempted or (evicted and self.waiting) else self.plan_cap)
+        # scheduled afresh: no stretch; nor while loads are in flight (a delivery
+        # is new prefill work, like an arrival).
+        self._plan(
+            t,
+            1 if preempted or (evicted and self.waiting) or self.n_loading else self.plan_cap,
+        )
 
     def _admit(self, t: float, chunks: list[tuple[Seq, int]], budget: int, avail: int) -> int:
         """Admit waiting requests FCFS while budget, slots and memory allow.
@@ -400,6 +451,7 @@ class Replica:
         waiting, running = self.waiting, self.running
         out = self.out
         decoding = self.B > 0
+        tiers = self.tiers
         need = 0
         while waiting and budget > 0 and len(running) < self.max_seqs:
             seq = waiting[0]
@@ -407,6 +459,19 @@ class Replica:
             if limit > len(seq.ids):
                 limit = len(seq.ids)
             m, revive = cache.match(seq.ids, limit) if limit > 0 else (0, 0)
+            if tiers is not None and m < limit:
+                r, counts, mid, more = self._lower_run(seq.ids, m, limit, t)
+                if r > m:
+                    L = r - m - len(mid)  # blocks to load
+                    if L + revive + more > avail:
+                        break
+                    waiting.popleft()
+                    self._admit_loading(seq, t, m, r, counts, mid)
+                    avail -= L + revive + more
+                    need += L
+                    self.queued_blocks -= seq.pblocks
+                    self.outstanding -= r * bs
+                    continue
             c = m * bs
             rem = seq.tokens - c
             if rem <= budget or self.chunked:
@@ -441,6 +506,132 @@ class Replica:
         if len(running) > self.peak_running:
             self.peak_running = len(running)
         return need
+
+    def _lower_run(
+        self, ids: list[int], m: int, limit: int, t: float
+    ) -> tuple[int, list[int], list[int], int]:
+        """Continue a leading HBM run of ``m`` blocks in the lower tiers.
+
+        Returns ``(r, counts, mid, revive)``: the run's end (``m`` when loading
+        is not worth it), blocks to load from each tier, HBM blocks found
+        after the first lower-tier block (reused in place) and how many of
+        those are evictable now.
+        """
+        tiers = self.tiers
+        ref = self.cache.ref
+        counts = [0] * tiers.n
+        mid: list[int] = []
+        revive = 0
+        r = m
+        first = -1
+        seen: set[int] = set()
+        while r < limit:
+            h = ids[r]
+            x = ref.get(h)
+            if x is not None:
+                mid.append(h)
+                if x == 0:
+                    revive += 1
+            else:
+                k = tiers.where(h)
+                if k < 0 or h in seen:  # (an id repeated in the prompt: not loaded twice)
+                    break
+                seen.add(h)
+                counts[k] += 1
+                if first < 0:
+                    first = r
+            r += 1
+        if first < 0:
+            return m, counts, [], 0
+        if not self.load_always:
+            # load when that is faster than recomputing from the first loaded block
+            bs = self.bs
+            n = (r - first) * bs
+            c0 = first * bs
+            redo = float(self.cost(n, n * c0 + n * (n + 1) // 2, 0, 0)) - self.step0
+            if not tiers.load_estimate_ms(t, counts) < redo:
+                return m, counts, [], 0
+        return r, counts, mid, revive
+
+    def tier_match(self, ids: list[int], limit: int) -> list[int]:
+        """Blocks of the reusable run of ``ids[:limit]`` by tier: ``[hbm, tier 0, ...]``
+        (what admission would find with ``load_policy="always"``; routing use)."""
+        ref = self.cache.ref
+        m = 0
+        while m < limit and ids[m] in ref:
+            m += 1
+        tiers = self.tiers
+        out = [m] + [0] * tiers.n
+        if m == limit:
+            return out
+        seen: set[int] = set()
+        for h in ids[m:limit]:
+            if h in ref:
+                out[0] += 1  # an HBM block after a lower-tier one: reused in place
+            else:
+                k = tiers.where(h)
+                if k < 0 or h in seen:
+                    break
+                seen.add(h)
+                out[k + 1] += 1
+        return out
+
+    def _admit_loading(
+        self, seq: Seq, t: float, m: int, r: int, counts: list[int], mid: list[int]
+    ) -> None:
+        """Admit ``seq`` reusing ``r`` blocks: ``m`` leading and ``mid`` in HBM (pinned
+        now), the rest loaded from the lower tiers (private blocks until delivered)."""
+        bs = self.bs
+        cache = self.cache
+        tiers = self.tiers
+        ids = seq.ids
+        hashed = ids[:m]
+        if mid:
+            hashed = hashed + mid
+        if hashed:
+            cache.acquire(hashed)
+        seq.hashed = hashed
+        ref = cache.ref
+        lower = [h for h in ids[m:r] if h not in ref]
+        by_tier: list[list[int]] = [[] for _ in range(tiers.n)]
+        for h in lower:
+            by_tier[tiers.where(h)].append(h)
+        for k, hs in enumerate(by_tier):
+            if hs:
+                tiers.take(k, hs)
+        seq.lower = lower
+        seq.mixed = bool(mid)
+        seq.loads = tiers.start_loads(t, counts, seq)
+        seq.loads_left = len(seq.loads)
+        seq.load_start = seq.load_end = t
+        seq.computed = r * bs
+        seq.state = LOADING
+        self.running[seq] = None
+        self.n_loading += 1
+        if seq.first:
+            seq.first = False
+            rid = seq.rid
+            out = self.out
+            out.scheduled[rid] = t
+            out.cached_blocks[rid] = r
+            out.cached_tokens[rid] = r * bs
+            for k, c in enumerate(counts):
+                if c:
+                    out.tier_hits[k][rid] = c
+
+    def _loaded(self, seq: Seq) -> None:
+        """Every load of ``seq`` was delivered: cache the blocks, start its prefill."""
+        seq.loads = []
+        self.n_loading -= 1
+        k = self.cache.register_run(seq.lower, seq.hashed)
+        self.n_private -= k
+        if seq.mixed:  # hold the blocks in prompt order (tail-first release)
+            held = set(seq.hashed)
+            seq.hashed = [h for h in seq.ids[: seq.computed // self.bs] if h in held]
+        seq.lower = []
+        self.out.load_ms[seq.rid] += seq.load_end - seq.load_start
+        seq.state = PREFILL
+        self.prefilling.append(seq)
 
     def _plan(self, t: float, cap: int) -> None:
         """Price a pure-decode stretch starting at ``t`` (at most ``cap`` steps).
@@ -496,7 +687,8 @@ class Replica:
                 counts[x] -= 1
         cum = list(accumulate(counts))
         free = self.capacity - self.n_private - len(self.cache.ref)
-        limit = free if self.waiting else free + self.cache.evictable
+        # (with tiers an eviction offloads at its step start: stretches never evict)
+        limit = free if self.waiting or self.tiers is not None else free + self.cache.evictable
         if cum[-1] > limit:  # (blocks freed by finishes ignored: a shorter stretch)
             K = bisect_right(cum, limit) + 1
             if K == 1:
@@ -759,7 +951,10 @@ class Replica:
             i = bisect_right(ends, s)
             extra = self._cum(i) - cum0
             evicted = extra - free0 if extra > free0 else 0
-            self.tl.append((s, q, r, kv0 + extra, ev0 - evicted))
+            if self.tiers is None:
+                self.tl.append((s, q, r, kv0 + extra, ev0 - evicted))
+            else:
+                self.tl.append((s, q, r, kv0 + extra, ev0 - evicted, *self.tiers.sizes()))
             self.sample_i += 1
             self.next_sample = self.t0 + self.sample_i * self.period
 
@@ -801,7 +996,10 @@ class Replica:
                     j0 = c0 // bs
                     j1 = c // bs
                     if j1 > j0 and j0 < len(ids):
-                        self.n_private -= cache.register_run(ids[j0:j1], seq.hashed)
+                        k = cache.register_run(ids[j0:j1], seq.hashed)
+                        self.n_private -= k
+                        if k and self.write_through:
+                            self.tiers.write_through_blocks(e, seq.hashed[-k:])
                 if c == seq.tokens:
                     seq.gen += 1
                     self.outstanding -= 1

@@ -10,6 +10,7 @@ from inferasim.sim.cache import EVICTION_POLICIES
 from inferasim.sim.engine import simulate
 from inferasim.sim.result import SimResult
 from inferasim.sim.router import make_router
+from inferasim.sim.tiers import Tier, check_tiers
 from inferasim.workload import Workload
 
 __all__ = ["Simulator"]
@@ -62,6 +63,19 @@ class Simulator:
     fast : bool, default True
         Advance pure-decode stretches in one jump. False runs every step on
         its own (the reference loop; same frames, much slower).
+    tiers : list of Tier, optional
+        KV tiers below each replica's HBM, in lookup order (host DRAM, SSD,
+        a ``shared=True`` pool); see :class:`~inferasim.sim.tiers.Tier` and
+        "What is modelled" in :mod:`inferasim.sim`. Transfers need the cost
+        model's ``kv_bytes_per_token``.
+    write_through : bool, default False
+        Also write every block a prefill computes to the first tier when its
+        step ends (as Mooncake publishes KV to its store); otherwise blocks
+        only go down when HBM evicts them.
+    load_policy : {"faster", "always"}, default "faster"
+        Load the blocks a request finds in lower tiers only when the load
+        (on the links as they are) would end sooner than recomputing them
+        takes (the cost model's marginal prefill time), or always.
 
     Examples
     --------
@@ -73,6 +87,17 @@ class Simulator:
     >>> res = sim.run(wl)
     >>> len(res.requests), int(res.replicas["requests"].sum())
     (200, 200)
+
+    A host-DRAM tier behind a small HBM (the cost model needs the KV bytes
+    per token to time transfers):
+
+    >>> cost = ism.LinearCostModel(kv_bytes_per_token=131072)
+    >>> dram = ism.Tier("dram", capacity_tokens=65536, read_gbps=50.0, write_gbps=50.0)
+    >>> res = ism.Simulator(replicas=2, kv_blocks=8, cost_model=cost, tiers=[dram],
+    ...                     progress=False).run(wl)
+    >>> s = res.summary()
+    >>> bool(s["dram_token_hit_ratio"] > 0), bool(res.requests["load_ms"].max() > 0)
+    (True, True)
     """
 
     def __init__(
@@ -92,6 +117,9 @@ class Simulator:
         timeline_ms: float | None = None,
         progress: bool = True,
         fast: bool = True,
+        tiers: list[Tier] | tuple[Tier, ...] | None = None,
+        write_through: bool = False,
+        load_policy: str = "faster",
     ) -> None:
         self.replicas = replicas
         self.routing = routing
@@ -107,6 +135,9 @@ class Simulator:
         self.timeline_ms = timeline_ms
         self.progress = progress
         self.fast = fast
+        self.tiers = tiers
+        self.write_through = write_through
+        self.load_policy = load_policy
 
     def __repr__(self) -> str:
         return (
@@ -144,6 +175,13 @@ class Simulator:
             raise ValueError(f"eviction must be one of {EVICTION_POLICIES}, got {self.eviction!r}")
         if self.timeline_ms is not None and not self.timeline_ms > 0:
             raise ValueError(f"timeline_ms must be > 0, got {self.timeline_ms!r}")
+        check_tiers(self.tiers)
+        if self.load_policy not in ("faster", "always"):
+            raise ValueError(
+                f"load_policy must be 'faster' or 'always', got {self.load_policy!r}"
+            )
+        if not isinstance(self.write_through, bool):
+            raise ValueError(f"write_through must be a bool, got {self.write_through!r}")
 
     def run(self, workload: Workload) -> SimResult:
         """Replay a workload through the fleet.
@@ -193,6 +231,7 @@ class Simulator:
             temperature=self.temperature,
             block_size=workload.block_size,
         )
+        tiers = check_tiers(self.tiers)
         run = simulate(
             workload,
             num_replicas=int(self.replicas),
@@ -207,6 +246,9 @@ class Simulator:
             sample_ms=self.timeline_ms,
             jump=bool(self.fast),
             progress=bool(self.progress),
+            tiers=tiers,
+            write_through=self.write_through,
+            load_policy=self.load_policy,
         )
         config = {
             "replicas": int(self.replicas),
@@ -220,4 +262,8 @@ class Simulator:
             "chunked_prefill": bool(self.chunked_prefill),
             "seed": self.seed,
         }
+        if tiers:
+            config["tiers"] = list(tiers)
+            config["write_through"] = self.write_through
+            config["load_policy"] = self.load_policy
         return SimResult._build(workload, run, config)

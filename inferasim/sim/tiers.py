@@ -1,0 +1,332 @@
+"""KV tiers behind a replica's HBM: host DRAM, SSD, a shared pool.
+
+:class:`Tier` configures one tier (``Simulator(tiers=[...])``, top first).
+Internally a :class:`TierStore` holds a tier's block ids in LRU order and
+:class:`ReplicaTiers` is one replica's window on the tiers: its own stores
+for per-replica tiers, the one shared store for a ``shared=True`` tier, and
+its own :class:`~inferasim.sim.transfer.Link` to each tier.
+
+Semantics (also in the :mod:`inferasim.sim` docstring):
+
+* **Exclusive per-replica tiers.** A block lives in at most one of a
+  replica's HBM cache and its own tiers: an HBM eviction moves a full
+  hashed block down to the first tier with capacity, a tier's LRU
+  eviction moves it on to the next tier (the last tier drops it), and a
+  load moves it up (it leaves the tier when the load starts).
+* **The shared pool keeps its copy.** Loading a block from a shared tier
+  copies it (every replica may want it) and refreshes its LRU position;
+  writing a block the pool already holds only refreshes it (no bytes, the
+  writer checks first, as Mooncake Store's ``exists`` before ``put``).
+* **LRU order.** A tier's most recent block is the one written (or
+  refreshed, or read from the pool) last; blocks of one HBM eviction enter
+  in eviction order (LRU first), so the HBM's order carries down.
+* **Write-through.** With ``write_through=True`` every block a prefill
+  computes is also written to the first tier when its step ends (Mooncake
+  publishes KV to the store); the HBM eviction of a block the tier holds
+  then costs nothing.
+* **Zero capacity.** A tier with ``capacity_tokens < block_size`` holds
+  nothing and is skipped: a run with such tiers equals a run without.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from inferasim.sim.transfer import Link
+
+__all__ = ["Tier"]
+
+TIER_EVICTION = ("lru",)
+
+
+@dataclass(frozen=True)
+class Tier:
+    """One KV tier below HBM (host DRAM, SSD, or a pool shared by every replica).
+
+    Parameters
+    ----------
+    name : str
+        Column prefix in the result frames (``<name>_hit_tokens``, ...): a
+        Python identifier, not ``"hbm"``, unique among the tiers.
+    capacity_tokens : int
+        Tokens of KV the tier holds: per replica, or in all for a shared tier.
+        Whole blocks count (``capacity_tokens // block_size`` blocks).
+    read_gbps, write_gbps : float
+        Bandwidth of one replica's link to the tier, in GB/s (1e9 bytes per
+        second), for loads into HBM and for writes into the tier. Reads and
+        writes share the link (processor sharing of link time).
+    latency_us : float, default 0.0
+        Per transfer, from the last byte to delivery (microseconds).
+    shared : bool, default False
+        One store for the whole fleet (a Mooncake-Store-like pool) reached
+        by every replica over its own link.
+    eviction : {"lru"}, default "lru"
+        Eviction order within the tier.
+
+    Examples
+    --------
+    >>> dram = Tier("dram", capacity_tokens=3_000_000, read_gbps=50.0, write_gbps=50.0)
+    >>> pool = Tier("pool", 30_000_000, read_gbps=25.0, write_gbps=25.0, latency_us=10.0,
+    ...             shared=True)
+    >>> dram.capacity_tokens, pool.shared
+    (3000000, True)
+    """
+
+    name: str
+    capacity_tokens: int
+    read_gbps: float
+    write_gbps: float
+    latency_us: float = 0.0
+    shared: bool = False
+    eviction: str = "lru"
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name.isidentifier():
+            raise ValueError(f"Tier name must be a Python identifier, got {self.name!r}")
+        if self.name == "hbm":
+            raise ValueError("Tier name 'hbm' is taken by the HBM tier")
+        cap = self.capacity_tokens
+        if isinstance(cap, bool) or not isinstance(cap, int) or cap < 0:
+            raise ValueError(
+                f"Tier {self.name!r}: capacity_tokens must be an int >= 0, got {cap!r}"
+            )
+        for field in ("read_gbps", "write_gbps"):
+            v = getattr(self, field)
+            if isinstance(v, bool) or not isinstance(v, int | float) or not (
+                math.isfinite(v) and v > 0
+            ):
+                raise ValueError(f"Tier {self.name!r}: {field} must be a number > 0, got {v!r}")
+        v = self.latency_us
+        if isinstance(v, bool) or not isinstance(v, int | float) or not (
+            math.isfinite(v) and v >= 0
+        ):
+            raise ValueError(f"Tier {self.name!r}: latency_us must be a number >= 0, got {v!r}")
+        if not isinstance(self.shared, bool):
+            raise ValueError(f"Tier {self.name!r}: shared must be a bool, got {self.shared!r}")
+        if self.eviction not in TIER_EVICTION:
+            raise ValueError(
+                f"Tier {self.name!r}: eviction must be one of {TIER_EVICTION}, "
+                f"got {self.eviction!r}"
+            )
+
+
+def check_tiers(tiers: object) -> tuple[Tier, ...]:
+    """The tiers as a tuple, after checking their types and names (internal)."""
+    if tiers is None:
+        return ()
+    if isinstance(tiers, Tier):
+        tiers = [tiers]
+    try:
+        out = tuple(tiers)  # type: ignore[arg-type]
+    except TypeError:
+        raise TypeError(f"tiers must be a list of Tier, got {tiers!r}") from None
+    names = set()
+    for t in out:
+        if not isinstance(t, Tier):
+            raise TypeError(f"tiers must be a list of Tier, got an item {t!r}")
+        if t.name in names:
+            raise ValueError(f"tier names must be unique, {t.name!r} appears twice")
+        names.add(t.name)
+    return out
+
+
+class TierStore:
+    """Block ids of one tier in LRU order, with a capacity in blocks (internal)."""
+
+    __slots__ = ("capacity", "blocks", "peak", "changes", "log")
+
+    def __init__(self, capacity: int, log: bool = False) -> None:
+        self.capacity = capacity
+        self.blocks: OrderedDict[int, None] = OrderedDict()
+        self.peak = 0
+        # (time, size) after each change, for a shared tier's timeline
+        self.log: list[tuple[float, int]] | None = [] if log else None
+
+    def put(self, h: int) -> int | None:
+        """Insert (or refresh) ``h`` as the most recent; return the evicted id, if any."""
+        blocks = self.blocks
+        if h in blocks:
+            blocks.move_to_end(h)
+            return None
+        blocks[h] = None
+        if len(blocks) > self.capacity:
+            return blocks.popitem(last=False)[0]
+        if len(blocks) > self.peak:
+            self.peak = len(blocks)
+        return None
+
+
+class ReplicaTiers:
+    """One replica's tiers: stores (own or shared), links and traffic (internal).
+
+    ``stores[k]``/``links[k]`` serve ``tiers[k]``; only tiers holding at
+    least one block take part (``active``).
+    """
+
+    def __init__(
+        self,
+        tiers: Sequence[Tier],
+        shared_stores: dict[str, TierStore],
+        block_size: int,
+        kv_bytes_per_token: float,
+        write_through: bool,
+    ) -> None:
+        self.tiers = tuple(tiers)
+        self.n = len(self.tiers)
+        self.block_bytes = float(kv_bytes_per_token) * block_size
+        self.write_through = write_through
+        self.stores: list[TierStore] = []
+        self.links: list[Link] = []
+        for t in self.tiers:
+            if t.shared:
+                self.stores.append(shared_stores[t.name])
+            else:
+                self.stores.append(TierStore(t.capacity_tokens // block_size))
+            self.links.append(Link(t.read_gbps, t.latency_us))
+        self.active = [k for k in range(self.n) if self.stores[k].capacity > 0]
+        self.exclusive = [not t.shared for t in self.tiers]
+        self.bytes_read = [0.0] * self.n
+        self.bytes_written = [0.0] * self.n
+        # loads in flight: (tier, transfer id) -> owner (a sequence with ``loads_left``
+        # and ``load_end``); owners whose loads are all delivered wait in ``ready``
+        self.owner: dict[tuple[int, int], object] = {}
+        self.ready: list[object] = []
+
+    # ----------------------------------------------------------------- lookup
+    def where(self, h: int) -> int:
+        """Index of the first active tier holding ``h``, or -1."""
+        for k in self.active:
+            if h in self.stores[k].blocks:
+                return k
+        return -1
+
+    def sizes(self) -> list[int]:
+        """Blocks held now in each tier."""
+        return [len(s.blocks) for s in self.stores]
+
+    # ----------------------------------------------------------------- writes
+    def _write(self, t: float, k: int, ids: list[int]) -> None:
+        """Write ``ids`` into tier ``k`` at ``t`` (bytes for the ones it lacks);
+        cascade its evictions down."""
+        store = self.stores[k]
+        blocks = store.blocks
+        new = 0
+        down: list[int] = []
+        for h in ids:
+            if h not in blocks:
+                new += 1
+            gone = store.put(h)
+            if gone is not None:
+                down.append(gone)
+        if store.log is not None:
+            store.log.append((t, len(blocks)))
+        if new:
+            nbytes = new * self.block_bytes
+            link = self.links[k]
+            if link.in_flight():
+                self._drain(k, t)
+            link.start(t, nbytes, self.tiers[k].write_gbps)
+            self.bytes_written[k] += nbytes
+        if down:
+            nxt = self._next(k)
+            if nxt >= 0:
+                self._write(t, nxt, down)
+
+    def _next(self, k: int) -> int:
+        for j in self.active:
+            if j > k:
+                return j
+        return -1
+
+    def offload(self, t: float, ids: list[int]) -> None:
+        """Blocks evicted from HBM at ``t`` (LRU first) go to the first active tier."""
+        if self.active and ids:
+            self._write(t, self.active[0], ids)
+
+    def write_through_blocks(self, t: float, ids: list[int]) -> None:
+        """Blocks a prefill step ending at ``t`` computed, with ``write_through``."""
+        if self.active and ids:
+            self._write(t, self.active[0], ids)
+
+    # ------------------------------------------------------------------ loads
+    def take(self, k: int, ids: list[int]) -> None:
+        """Blocks of tier ``k`` about to be loaded: an exclusive tier gives them up,
+        a shared tier refreshes them."""
+        store = self.stores[k]
+        blocks = store.blocks
+        if self.exclusive[k]:
+            for h in ids:
+                del blocks[h]
+        else:
+            for h in ids:
+                blocks.move_to_end(h)
+
+    def load_estimate_ms(self, t: float, counts: list[int]) -> float:
+        """When loads of ``counts[k]`` blocks from each tier, started at ``t``, would
+        all be delivered (from ``t``, if nothing else starts on the links)."""
+        worst = 0.0
+        for k, c in enumerate(counts):
+            if c:
+                est = self.links[k].estimate_ms(t, c * self.block_bytes, self.tiers[k].read_gbps)
+                if est > worst:
+                    worst = est
+        return worst
+
+    def start_loads(self, t: float, counts: list[int], owner: object) -> list[tuple[int, int]]:
+        """Start one read per tier with blocks to load for ``owner``; return the
+        ``(tier, transfer id)`` pairs."""
+        out = []
+        for k, c in enumerate(counts):
+            if c:
+                nbytes = c * self.block_bytes
+                key = (k, self.links[k].start(t, nbytes, self.tiers[k].read_gbps))
+                self.owner[key] = owner
+                out.append(key)
+                self.bytes_read[k] += nbytes
+        return out
+
+    def cancel(self, t: float, keys: list[tuple[int, int]]) -> None:
+        """Drop the loads ``keys`` (their owner was preempted) at ``t``."""
+        for key in keys:
+            if self.owner.pop(key, None) is not None:
+                self.links[key[0]].cancel(t, key[1])
+
+    def _drain(self, k: int, t: float) -> None:
+        """Take the deliveries of link ``k`` up to ``t``; owners done go to ``ready``."""
+        owner = self.owner
+        for when, tid in self.links[k].pop_delivered(t):
+            o = owner.pop((k, tid), None)
+            if o is not None:
+                o.loads_left -= 1  # type: ignore[attr-defined]
+                if when > o.load_end:  # type: ignore[attr-defined]
+                    o.load_end = when  # type: ignore[attr-defined]
+                if not o.loads_left:  # type: ignore[attr-defined]
+                    self.ready.append(o)
+
+    def collect(self, t: float) -> list[object]:
+        """Owners whose loads were all delivered by ``t``, by delivery time then id."""
+        for k, link in enumerate(self.links):
+            if link.in_flight():
+                self._drain(k, t)
+        out = self.ready
+        if out:
+            self.ready = []
+            out.sort(key=lambda o: (o.load_end, o.rid))  # type: ignore[attr-defined]
+        return out
+
+    def next_delivery(self, t: float) -> float:
+        """Earliest delivery after ``t`` on any link (a load or a write), inf if none;
+        ``t`` itself when a load owner is already ready."""
+        for k, link in enumerate(self.links):
+            if link.in_flight():
+                self._drain(k, t)
+        if self.ready:
+            return t
+        return min((link.next_done() for link in self.links if link.in_flight()), default=math.inf)
+
+    def backlog_ms(self, t: float) -> float:
+        """Link time the transfers in flight still need, over all this replica's links."""
+        return sum(link.backlog_ms(t) for link in self.links)

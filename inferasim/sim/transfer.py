@@ -1,0 +1,275 @@
+"""Data links with processor sharing: how long moving KV bytes takes.
+
+A :class:`Link` is one pipe (a replica's PCIe path to host DRAM, its NIC to
+a KV pool, the handoff path between a prefill and a decode replica). Every
+transfer on it needs ``bytes / bandwidth`` of the link's exclusive time
+(its *work*); transfers in flight at the same time share the link equally
+(processor sharing: with ``n`` in flight each progresses at ``1 / n`` of
+the bandwidth), and a transfer is delivered ``latency`` after its last byte
+is served (the latency does not occupy the link). Two equal transfers
+started together therefore both take twice as long as one alone.
+
+The link is advanced lazily: its state only changes when it is asked
+something at a time, and times asked must never decrease. It is exact
+(no time step): it keeps the service every in-flight transfer has received
+as one *virtual time* (work served per transfer since the link was made),
+so a transfer of work ``w`` started at virtual time ``v`` ends when the
+virtual time reaches ``v + w``.
+
+Units: times in ms, sizes in bytes, bandwidths in GB/s (1e9 bytes per
+second, so ``gb_per_s * 1e6`` bytes per ms).
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+
+__all__ = ["Link"]
+
+
+class Link:
+    """A link whose concurrent transfers share its bandwidth (processor sharing).
+
+    Parameters
+    ----------
+    gb_per_s : float
+        Bandwidth in GB/s (1e9 bytes per second), > 0.
+    latency_us : float, default 0.0
+        Delay from a transfer's last byte served to its delivery, in
+        microseconds (does not occupy the link).
+
+    Examples
+    --------
+    Two 50 MB transfers on a 50 GB/s link: alone one takes 1 ms, together
+    both take 2 ms (plus the 10 us latency).
+
+    >>> link = Link(50.0, latency_us=10.0)
+    >>> a = link.start(0.0, 50e6); b = link.start(0.0, 50e6)
+    >>> link.next_done()
+    2.01
+    >>> link.pop_done(2.01)
+    [0, 1]
+    """
+
+    __slots__ = (
+        "gb_per_s",
+        "latency_ms",
+        "_rate",
+        "_t",
+        "_v",
+        "_n",
+        "_heap",
+        "_active",
+        "_sum_vf",
+        "_pending",
+        "_next_id",
+        "bytes",
+        "transfers",
+    )
+
+    def __init__(self, gb_per_s: float, latency_us: float = 0.0) -> None:
+        if not (isinstance(gb_per_s, int | float) and math.isfinite(gb_per_s) and gb_per_s > 0):
+            raise ValueError(f"gb_per_s must be a finite number > 0, got {gb_per_s!r}")
+        if not (isinstance(latency_us, int | float) and math.isfinite(latency_us)) or (
+            latency_us < 0
+        ):
+            raise ValueError(f"latency_us must be a finite number >= 0, got {latency_us!r}")
+        self.gb_per_s = float(gb_per_s)
+        self.latency_ms = float(latency_us) / 1000.0
+        self._rate = self.gb_per_s * 1e6  # bytes per ms
+        self._t = -math.inf  # time of the last update
+        self._v = 0.0  # work served to each in-flight transfer since creation (ms)
+        self._n = 0  # transfers in service
+        self._heap: list[tuple[float, int]] = []  # (virtual finish, id), stale entries skipped
+        self._active: dict[int, float] = {}  # id -> virtual finish, in service
+        self._sum_vf = 0.0  # sum of the virtual finishes in service
+        self._pending: list[tuple[float, int]] = []  # (delivery time, id): served, in latency
+        self._next_id = 0
+        self.bytes = 0.0  # bytes of every transfer started
+        self.transfers = 0
+
+    def __repr__(self) -> str:
+        return f"Link(gb_per_s={self.gb_per_s}, latency_us={self.latency_ms * 1000.0})"
+
+    # ----------------------------------------------------------------- internals
+    def _advance(self, t: float) -> None:
+        """Serve the transfers up to ``t`` (``t`` never decreases)."""
+        if t < self._t:
+            raise ValueError(f"link time cannot go back: asked {t} after {self._t}")
+        heap, active = self._heap, self._active
+        while self._n:
+            vf, tid = heap[0]
+            if active.get(tid) != vf:
+                heapq.heappop(heap)
+                continue
+            end = self._t + (vf - self._v) * self._n
+            if end > t:
+                break
+            heapq.heappop(heap)
+            del active[tid]
+            self._sum_vf -= vf
+            self._n -= 1
+            self._t = end
+            self._v = vf
+            heapq.heappush(self._pending, (end + self.latency_ms, tid))
+        if self._n:
+            self._v += (t - self._t) / self._n
+        self._t = t
+
+    # ---------------------------------------------------------------- the API
+    def work_ms(self, nbytes: float, gb_per_s: float | None = None) -> float:
+        """Exclusive link time of ``nbytes`` (ms) at ``gb_per_s`` (default the link's).
+
+        Examples
+        --------
+        >>> Link(25.0).work_ms(50e6)
+        2.0
+        """
+        rate = self._rate if gb_per_s is None else gb_per_s * 1e6
+        return nbytes / rate
+
+    def start(self, t: float, nbytes: float, gb_per_s: float | None = None) -> int:
+        """Start a transfer of ``nbytes`` at ``t``; return its id.
+
+        ``gb_per_s`` overrides the link's bandwidth for this transfer (a
+        link with different read and write speeds: the transfer needs
+        ``nbytes / gb_per_s`` of the link's exclusive time and shares it
+        with the others).
+
+        Examples
+        --------
+        >>> link = Link(1.0)
+        >>> link.start(0.0, 1e6), link.next_done()
+        (0, 1.0)
+        """
+        self._advance(t)
+        work = self.work_ms(nbytes, gb_per_s)
+        tid = self._next_id
+        self._next_id += 1
+        self.bytes += nbytes
+        self.transfers += 1
+        vf = self._v + work
+        self._active[tid] = vf
+        self._sum_vf += vf
+        self._n += 1
+        heapq.heappush(self._heap, (vf, tid))
+        return tid
+
+    def cancel(self, t: float, tid: int) -> None:
+        """Drop transfer ``tid`` at ``t`` (its unserved bytes free the link).
+
+        Examples
+        --------
+        >>> link = Link(1.0); a = link.start(0.0, 1e6); b = link.start(0.0, 1e6)
+        >>> link.cancel(0.5, a); link.next_done()   # b had 0.25 ms served, 0.75 left
+        1.25
+        """
+        self._advance(t)
+        vf = self._active.pop(tid, None)
+        if vf is not None:
+            self._sum_vf -= vf
+            self._n -= 1
+            return
+        self._pending = [p for p in self._pending if p[1] != tid]
+        heapq.heapify(self._pending)
+
+    def next_done(self) -> float:
+        """Delivery time of the next transfer if no other starts (inf if none).
+
+        Examples
+        --------
+        >>> Link(1.0).next_done()
+        inf
+        """
+        best = self._pending[0][0] if self._pending else math.inf
+        if self._n:
+            heap, active = self._heap, self._active
+            while active.get(heap[0][1]) != heap[0][0]:
+                heapq.heappop(heap)
+            end = self._t + (heap[0][0] - self._v) * self._n + self.latency_ms
+            if end < best:
+                best = end
+        return best
+
+    def pop_done(self, t: float) -> list[int]:
+        """Ids of the transfers delivered at or before ``t``, in delivery order.
+
+        Examples
+        --------
+        >>> link = Link(1.0); _ = link.start(0.0, 1e6); _ = link.start(0.0, 3e6)
+        >>> link.pop_done(2.0), link.pop_done(4.0)   # 0 ends at 2 (shared), 1 alone after
+        ([0], [1])
+        """
+        self._advance(t)
+        out = []
+        pending = self._pending
+        while pending and pending[0][0] <= t:
+            out.append(heapq.heappop(pending)[1])
+        return out
+
+    def pop_delivered(self, t: float) -> list[tuple[float, int]]:
+        """``(delivery time, id)`` of the transfers delivered at or before ``t``, in order.
+
+        Examples
+        --------
+        >>> link = Link(1.0, latency_us=500.0); _ = link.start(0.0, 1e6)
+        >>> link.pop_delivered(2.0)
+        [(1.5, 0)]
+        """
+        self._advance(t)
+        out = []
+        pending = self._pending
+        while pending and pending[0][0] <= t:
+            out.append(heapq.heappop(pending))
+        return out
+
+    def in_flight(self) -> int:
+        """Transfers started and not yet delivered.
+
+        Examples
+        --------
+        >>> link = Link(1.0); _ = link.start(0.0, 1e6); link.in_flight()
+        1
+        """
+        return self._n + len(self._pending)
+
+    def backlog_ms(self, t: float) -> float:
+        """Link time still needed at ``t`` by the transfers in flight (ms).
+
+        Exact without changing the link (so any ``t`` after the last update
+        may be asked): processor sharing serves one unit of work per ms
+        while anything is in flight.
+
+        Examples
+        --------
+        >>> link = Link(1.0); _ = link.start(0.0, 1e6); _ = link.start(0.0, 2e6)
+        >>> link.backlog_ms(0.0), link.backlog_ms(1.0), link.backlog_ms(5.0)
+        (3.0, 2.0, 0.0)
+        """
+        if not self._n:
+            return 0.0
+        left = self._sum_vf - self._n * self._v - (t - self._t)
+        return left if left > 0.0 else 0.0
+
+    def estimate_ms(self, t: float, nbytes: float, gb_per_s: float | None = None) -> float:
+        """How long a transfer started at ``t`` would take if nothing else starts.
+
+        Under processor sharing a job of work ``w`` joining jobs with
+        remaining work ``r_i`` ends after ``w + sum(min(r_i, w))``; the
+        latency is added. Advances the link to ``t``.
+
+        Examples
+        --------
+        >>> link = Link(1.0); _ = link.start(0.0, 0.5e6)
+        >>> link.estimate_ms(0.0, 1e6)   # 1 ms of its own + 0.5 ms shared
+        1.5
+        """
+        self._advance(t)
+        w = self.work_ms(nbytes, gb_per_s)
+        total = w
+        v = self._v
+        for vf in self._active.values():
+            r = vf - v
+            total += r if r < w else w
+        return total + self.latency_ms
