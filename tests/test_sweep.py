@@ -297,3 +297,28 @@ def test_store_that_is_a_file_is_refused(wl, tmp_path: Path):
 
 def test_processes_executor_uses_the_available_cores():
     assert sweep_module._cpus() == len(os.sched_getaffinity(0))
+
+
+def test_tier_grid_gives_hit_ratios_by_tier():
+    # 40 shared prefixes of 4 blocks (160 blocks) against an HBM of 48 blocks
+    # per replica: prefixes get evicted from HBM and a DRAM tier of 200
+    # blocks can serve them again. The tier's column appears, the total hit
+    # ratio is HBM's plus DRAM's, and the tier adds hits.
+    wl = ism.Workload.from_synthetic(
+        300, rate=20.0, input_len=2560, output_len=8, num_prefixes=40, prefix_len=2048,
+        prefix_zipf=0.0, seed=5,
+    )
+    cost = ism.LinearCostModel(kv_blocks=48, kv_bytes_per_token=1024)
+    dram = ism.Tier("dram", capacity_tokens=200 * wl.block_size, read_gbps=10.0, write_gbps=10.0)
+    df = ism.sweep(wl, {"replicas": [2], "cost_model": [cost], "tiers": [[], [dram]]},
+                   progress=False)
+    assert df["error"].isna().all()
+    assert df["tiers"].tolist() == ["[]", repr([dram])]
+    with_tier = df.iloc[1]
+    assert with_tier["dram_token_hit_ratio"] > 0
+    assert with_tier["token_hit_ratio"] == pytest.approx(
+        with_tier["hbm_token_hit_ratio"] + with_tier["dram_token_hit_ratio"]
+    )
+    assert with_tier["token_hit_ratio"] > df.iloc[0]["token_hit_ratio"]
+    # the tier list is part of the configuration: different seeds and keys
+    assert df["key"].nunique() == 2 and df["seed"].nunique() == 2
