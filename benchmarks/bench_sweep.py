@@ -74,6 +74,7 @@ def main() -> None:
         df = ism.sweep(wl, GRID, load=LOAD, progress=False, **kw)
         times[name].append(time.perf_counter() - t)
         loads[name].append(f"{before}->{loadavg()}")
+        print(f"  {name}: {times[name][-1]:.1f} s (load {loads[name][-1]})", flush=True)
         assert len(df) == n_runs and df["error"].isna().all(), df["error"].dropna().head()
         frames[name] = df
 
