@@ -57,6 +57,8 @@ _SUBMODULES = {
     "widgets": "inferasim.widgets",
     "figures": "inferasim.figures",
     "style": "inferasim.style",
+    "sweep": "inferasim.sweep",  # a callable module: ism.sweep(workload, grid, ...)
+    "plan": "inferasim.plan",
 }
 
 

@@ -46,7 +46,7 @@ def kernel_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
-def test_the_five_notebooks_exist() -> None:
+def test_the_notebooks_exist() -> None:
     names = [p.stem for p in NOTEBOOKS]
     assert names == [
         "01_trace_reuse_structure",
@@ -54,6 +54,7 @@ def test_the_five_notebooks_exist() -> None:
         "03_routing_and_locality",
         "04_teaching_cache_reuse",
         "05_reproducing_mooncake",
+        "06_capacity_planning",
     ]
 
 

@@ -1,0 +1,513 @@
+"""Capacity planning on top of the simulator: how much load, how many replicas, which trade-offs.
+
+* :func:`max_rate`: the highest load factor at which a fleet still meets a
+  latency objective (TTFT and/or TPOT at a percentile), by bisection on
+  :meth:`Workload.scale_time`, each probe one simulation;
+* :func:`min_replicas`: the fewest replicas that meet the objective at a
+  given load or rate;
+* :func:`pareto`: the non-dominated rows of a sweep frame (e.g. GPUs
+  against p99 TTFT);
+* :func:`with_cost`: dollars per hour and per million tokens from a GPU
+  price.
+
+An objective is met when every request finished (none rejected) and the
+``percentile``-th percentile of TTFT (and of TPOT, over requests with more
+than one output token) is at most its bound; percentiles as in
+:meth:`SimResult.summary` (``numpy.percentile``, linear interpolation).
+The searches assume that more load never helps and more replicas never hurt
+the objective; they report every probe so a non-monotone case can be seen.
+
+Examples
+--------
+>>> import inferasim as ism
+>>> wl = ism.Workload.from_requests([10.0 * k for k in range(50)], [100] * 50, [1] * 50)
+>>> sim = ism.Simulator(max_num_seqs=1, max_batched_tokens=100, kv_blocks=8,
+...                     cost_model=ism.LinearCostModel(), progress=False)
+>>> cap = ism.plan.max_rate(wl, sim, slo_ttft_ms=11.0)
+>>> 0.98 <= cap.load <= 1.0   # service 10 ms per request, one every 10 ms: load 1
+True
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from inferasim.workload import Workload
+
+__all__ = ["MaxRate", "MinReplicas", "max_rate", "min_replicas", "pareto", "with_cost"]
+
+
+# ----------------------------------------------------------------- helpers
+def _simulator_with(simulator: Any, **changes: Any) -> Any:
+    """A copy of a Simulator with some parameters changed (constructors only store them)."""
+    from inferasim.sim import Simulator
+
+    if not isinstance(simulator, Simulator):
+        raise TypeError(f"simulator must be a Simulator, got {type(simulator).__name__}")
+    names = [n for n in inspect.signature(Simulator.__init__).parameters if n != "self"]
+    params = {n: getattr(simulator, n) for n in names if hasattr(simulator, n)}
+    params.update(changes)
+    return Simulator(**params)
+
+
+def _check_slo(slo_ttft_ms: float | None, slo_tpot_ms: float | None, percentile: float) -> None:
+    if slo_ttft_ms is None and slo_tpot_ms is None:
+        raise ValueError("give an objective: slo_ttft_ms= and/or slo_tpot_ms=")
+    for name, v in (("slo_ttft_ms", slo_ttft_ms), ("slo_tpot_ms", slo_tpot_ms)):
+        if v is not None and not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0):
+            raise ValueError(f"{name} must be a positive finite number, got {v!r}")
+    if not (isinstance(percentile, (int, float)) and 0 < percentile <= 100):
+        raise ValueError(f"percentile must be in (0, 100], got {percentile!r}")
+
+
+def _offered_rps(wl: Workload) -> float:
+    arr = wl.arrival_ms
+    if len(arr) < 2 or not arr[-1] > arr[0]:
+        raise ValueError("the workload spans no time: it has no offered rate to scale")
+    return len(arr) * 1000.0 / float(arr[-1] - arr[0])
+
+
+def _probe(
+    workload: Workload,
+    simulator: Any,
+    load: float,
+    slo_ttft_ms: float | None,
+    slo_tpot_ms: float | None,
+    percentile: float,
+) -> dict[str, Any]:
+    """Simulate at one load multiplier; say whether the objective holds."""
+    wl = workload if load == 1.0 else workload.scale_time(1.0 / load)
+    res = simulator.run(wl)
+    req = res.requests
+    fin = req[req["status"] == "finished"]
+    rejected = int(len(req) - len(fin))
+    ttft = fin["ttft_ms"].to_numpy()
+    tpot = fin["tpot_ms"].dropna().to_numpy()
+    ttft_q = float(np.percentile(ttft, percentile)) if ttft.size else math.nan
+    tpot_q = float(np.percentile(tpot, percentile)) if tpot.size else math.nan
+    ok = rejected == 0 and len(fin) > 0
+    if slo_ttft_ms is not None:
+        ok = ok and ttft_q <= slo_ttft_ms
+    if slo_tpot_ms is not None:
+        ok = ok and (not tpot.size or tpot_q <= slo_tpot_ms)
+    s = res.summary()
+    tp = getattr(simulator.cost_model, "tp", 1) if simulator.cost_model is not None else 1
+    dur = float(s["duration_s"])
+    tokens = float(fin["input_len"].sum() + fin["output_len"].sum())
+    return {
+        "load": float(load),
+        "replicas": int(simulator.replicas),
+        "gpus": int(len(res.replicas)) * int(tp),
+        "ttft_ms": ttft_q,
+        "tpot_ms": tpot_q,
+        "rejected": rejected,
+        "saturated": bool(s["saturated"]),
+        "tok_s": tokens / dur if dur > 0 else math.nan,
+        "output_tok_s": float(s["output_tok_s"]),
+        "meets_slo": bool(ok),
+    }
+
+
+def _usd_per_million(gpus: int, tok_s: float, usd_per_gpu_hour: float | None) -> float:
+    if usd_per_gpu_hour is None or not tok_s > 0:
+        return math.nan
+    return gpus * usd_per_gpu_hour / 3600.0 / tok_s * 1e6
+
+
+@dataclass(frozen=True)
+class MaxRate:
+    """What :func:`max_rate` found.
+
+    Attributes
+    ----------
+    load : float
+        The highest load multiplier probed that met the objective (0.0 when
+        even the lowest probe missed it); the true threshold lies below
+        ``load * (1 + rtol)``.
+    rate_rps : float
+        The offered rate at that load (requests per second).
+    scale_time : float
+        ``1 / load``: the :meth:`Workload.scale_time` factor of that run.
+    ttft_ms, tpot_ms : float
+        The percentile TTFT and TPOT at that load.
+    gpus : int
+        GPUs of the fleet.
+    usd_per_million_tokens : float
+        Fleet cost per million prompt plus output tokens at that load (NaN
+        without a GPU price).
+    probes : pandas.DataFrame
+        Every simulation run, in the order run.
+
+    Examples
+    --------
+    >>> MaxRate(2.0, 10.0, 0.5, 100.0, 20.0, 1, float("nan"), None).scale_time
+    0.5
+    """
+
+    load: float
+    rate_rps: float
+    scale_time: float
+    ttft_ms: float
+    tpot_ms: float
+    gpus: int
+    usd_per_million_tokens: float
+    probes: pd.DataFrame | None = field(repr=False, compare=False)
+
+
+@dataclass(frozen=True)
+class MinReplicas:
+    """What :func:`min_replicas` found.
+
+    Attributes
+    ----------
+    replicas : int
+        The fewest replicas that met the objective (0 when none up to
+        ``max_replicas`` did).
+    gpus : int
+        GPUs of that fleet (replicas times tensor parallelism).
+    load, rate_rps : float
+        The load multiplier and offered rate planned for.
+    ttft_ms, tpot_ms : float
+        The percentile TTFT and TPOT with that many replicas.
+    usd_per_million_tokens : float
+        Fleet cost per million prompt plus output tokens (NaN without a GPU
+        price).
+    probes : pandas.DataFrame
+        Every simulation run, in the order run.
+
+    Examples
+    --------
+    >>> MinReplicas(4, 4, 1.0, 3.0, 50.0, 10.0, float("nan"), None).gpus
+    4
+    """
+
+    replicas: int
+    gpus: int
+    load: float
+    rate_rps: float
+    ttft_ms: float
+    tpot_ms: float
+    usd_per_million_tokens: float
+    probes: pd.DataFrame | None = field(repr=False, compare=False)
+
+
+# ----------------------------------------------------------------- searches
+def max_rate(
+    workload: Workload,
+    simulator: Any,
+    *,
+    slo_ttft_ms: float | None = None,
+    slo_tpot_ms: float | None = None,
+    percentile: float = 99.0,
+    rtol: float = 0.02,
+    start: float = 1.0,
+    min_load: float = 1.0 / 1024,
+    max_load: float = 1024.0,
+    usd_per_gpu_hour: float | None = None,
+) -> MaxRate:
+    """The highest load factor at which the fleet meets the objective.
+
+    The load factor ``x`` runs the workload with every arrival time divided
+    by ``x`` (``workload.scale_time(1 / x)``: ``x`` times the offered rate).
+    From ``start`` the search doubles (or halves) ``x`` until it brackets
+    the threshold, then bisects geometrically until the bracket's ratio is
+    at most ``1 + rtol``; it returns the bracket's lower end, a load that
+    met the objective. Each probe is one simulation.
+
+    Parameters
+    ----------
+    workload : Workload
+    simulator : Simulator
+        The fleet (its ``progress`` setting is kept).
+    slo_ttft_ms, slo_tpot_ms : float, optional
+        Bounds on the ``percentile``-th TTFT and TPOT (at least one).
+    percentile : float, default 99
+    rtol : float, default 0.02
+        Relative width of the final bracket.
+    start : float, default 1.0
+        First load factor probed.
+    min_load, max_load : float
+        Search limits: below ``min_load`` the answer is 0.0; at
+        ``max_load`` the search stops and returns it.
+    usd_per_gpu_hour : float, optional
+        GPU price, for ``usd_per_million_tokens``.
+
+    Returns
+    -------
+    MaxRate
+
+    Examples
+    --------
+    >>> import inferasim as ism
+    >>> wl = ism.Workload.from_synthetic(200, rate=5.0, input_len=1024, output_len=32, seed=0)
+    >>> sim = ism.Simulator(cost_model=ism.LinearCostModel(kv_blocks=64), progress=False)
+    >>> cap = ism.plan.max_rate(wl, sim, slo_ttft_ms=500, rtol=0.05, usd_per_gpu_hour=2.0)
+    >>> bool(cap.probes["meets_slo"].any()), cap.load > 1
+    (True, True)
+    >>> bool(cap.probes.query("load > @cap.load * 1.05")["meets_slo"].any())
+    False
+    """
+    if not isinstance(workload, Workload):
+        raise TypeError(f"workload must be a Workload, got {type(workload).__name__}")
+    _check_slo(slo_ttft_ms, slo_tpot_ms, percentile)
+    if not (0 < rtol < 1):
+        raise ValueError(f"rtol must be in (0, 1), got {rtol!r}")
+    if not (0 < min_load <= start <= max_load):
+        raise ValueError(
+            f"need 0 < min_load <= start <= max_load, got {min_load!r}, {start!r}, {max_load!r}"
+        )
+    offered = _offered_rps(workload)
+    _simulator_with(simulator)  # type check only
+    probes: list[dict[str, Any]] = []
+
+    def ok(x: float) -> bool:
+        probes.append(_probe(workload, simulator, x, slo_ttft_ms, slo_tpot_ms, percentile))
+        return probes[-1]["meets_slo"]
+
+    good: dict[str, Any] | None = None
+    x = float(start)
+    if ok(x):
+        lo, good = x, probes[-1]
+        hi = None
+        while hi is None and lo < max_load:
+            x = min(lo * 2.0, max_load)
+            if ok(x):
+                lo, good = x, probes[-1]
+            else:
+                hi = x
+    else:
+        hi, lo = x, None
+        while lo is None and hi > min_load:
+            x = max(hi / 2.0, min_load)
+            if ok(x):
+                lo, good = x, probes[-1]
+            else:
+                hi = x
+    if lo is not None and hi is not None:
+        while hi / lo > 1.0 + rtol:
+            mid = math.sqrt(lo * hi)
+            if ok(mid):
+                lo, good = mid, probes[-1]
+            else:
+                hi = mid
+    frame = pd.DataFrame(probes)
+    if good is None:
+        return MaxRate(0.0, 0.0, math.inf, math.nan, math.nan, probes[-1]["gpus"], math.nan, frame)
+    return MaxRate(
+        load=good["load"],
+        rate_rps=offered * good["load"],
+        scale_time=1.0 / good["load"],
+        ttft_ms=good["ttft_ms"],
+        tpot_ms=good["tpot_ms"],
+        gpus=good["gpus"],
+        usd_per_million_tokens=_usd_per_million(good["gpus"], good["tok_s"], usd_per_gpu_hour),
+        probes=frame,
+    )
+
+
+def min_replicas(
+    workload: Workload,
+    simulator: Any,
+    *,
+    load: float = 1.0,
+    rate: float | None = None,
+    slo_ttft_ms: float | None = None,
+    slo_tpot_ms: float | None = None,
+    percentile: float = 99.0,
+    max_replicas: int = 1024,
+    usd_per_gpu_hour: float | None = None,
+) -> MinReplicas:
+    """The fewest replicas of a simulator's fleet that meet the objective at a load.
+
+    Probes 1, 2, 4, ... replicas until one meets the objective, then
+    bisects between the last that missed and the first that met it. Each
+    probe is one simulation with every other parameter of ``simulator``
+    kept.
+
+    Parameters
+    ----------
+    workload : Workload
+    simulator : Simulator
+        The fleet to size (its ``replicas`` is ignored).
+    load : float, default 1.0
+        Load multiplier (``workload.scale_time(1 / load)``).
+    rate : float, optional
+        Target offered rate in requests per second instead of ``load``.
+    slo_ttft_ms, slo_tpot_ms : float, optional
+        Bounds on the ``percentile``-th TTFT and TPOT (at least one).
+    percentile : float, default 99
+    max_replicas : int, default 1024
+        Give up above this many (the answer is then 0).
+    usd_per_gpu_hour : float, optional
+        GPU price, for ``usd_per_million_tokens``.
+
+    Returns
+    -------
+    MinReplicas
+
+    Examples
+    --------
+    >>> import inferasim as ism
+    >>> # one 10 ms request every 3 ms: round-robin over 4 replicas gives each one every 12 ms
+    >>> wl = ism.Workload.from_requests([3.0 * k for k in range(120)], [100] * 120, [1] * 120)
+    >>> sim = ism.Simulator(routing="round_robin", max_num_seqs=1, max_batched_tokens=100,
+    ...                     kv_blocks=8, cost_model=ism.LinearCostModel(), progress=False)
+    >>> ism.plan.min_replicas(wl, sim, slo_ttft_ms=11.0).replicas
+    4
+    """
+    if not isinstance(workload, Workload):
+        raise TypeError(f"workload must be a Workload, got {type(workload).__name__}")
+    _check_slo(slo_ttft_ms, slo_tpot_ms, percentile)
+    offered = _offered_rps(workload)
+    if rate is not None:
+        if not (isinstance(rate, (int, float)) and math.isfinite(rate) and rate > 0):
+            raise ValueError(f"rate must be a positive finite number, got {rate!r}")
+        load = rate / offered
+    if not (isinstance(load, (int, float)) and math.isfinite(load) and load > 0):
+        raise ValueError(f"load must be a positive finite number, got {load!r}")
+    if isinstance(max_replicas, bool) or not isinstance(max_replicas, int) or max_replicas < 1:
+        raise ValueError(f"max_replicas must be a positive integer, got {max_replicas!r}")
+    _simulator_with(simulator)  # type check only
+    probes: list[dict[str, Any]] = []
+    met: dict[int, dict[str, Any]] = {}
+
+    def ok(r: int) -> bool:
+        sim = _simulator_with(simulator, replicas=r)
+        probes.append(_probe(workload, sim, float(load), slo_ttft_ms, slo_tpot_ms, percentile))
+        if probes[-1]["meets_slo"]:
+            met[r] = probes[-1]
+        return probes[-1]["meets_slo"]
+
+    lo, hi = 0, None  # lo: most replicas known to miss; hi: fewest known to meet
+    r = 1
+    while r <= max_replicas:
+        if ok(r):
+            hi = r
+            break
+        lo = r
+        r = min(r * 2, max_replicas) if r < max_replicas else max_replicas + 1
+    frame_rows = probes
+    if hi is None:
+        return MinReplicas(
+            0, 0, float(load), offered * load, math.nan, math.nan, math.nan, pd.DataFrame(frame_rows)
+        )
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if ok(mid):
+            hi = mid
+        else:
+            lo = mid
+    best = met[hi]
+    return MinReplicas(
+        replicas=hi,
+        gpus=best["gpus"],
+        load=float(load),
+        rate_rps=offered * load,
+        ttft_ms=best["ttft_ms"],
+        tpot_ms=best["tpot_ms"],
+        usd_per_million_tokens=_usd_per_million(best["gpus"], best["tok_s"], usd_per_gpu_hour),
+        probes=pd.DataFrame(frame_rows),
+    )
+
+
+# ----------------------------------------------------------------- frames
+def pareto(
+    frame: pd.DataFrame, x: str, y: str, *, maximize: tuple[str, ...] | list[str] = ()
+) -> pd.DataFrame:
+    """The rows of a frame that no other row beats on both ``x`` and ``y``.
+
+    A row is dominated when another row is at least as good on both columns
+    and strictly better on one; "good" is small unless the column is named
+    in ``maximize``. Rows with a missing ``x`` or ``y`` (failed runs) are
+    never on the front; rows with equal ``x`` and ``y`` are both kept.
+
+    Parameters
+    ----------
+    frame : pandas.DataFrame
+        E.g. a :func:`inferasim.sweep` frame.
+    x, y : str
+        Column names.
+    maximize : sequence of str, default ()
+        Columns where larger is better.
+
+    Returns
+    -------
+    pandas.DataFrame
+        The non-dominated rows (original index), sorted by ``x`` then ``y``
+        from best to worst on ``x``.
+
+    Examples
+    --------
+    >>> df = pd.DataFrame({"gpus": [4, 8, 8, 16, 16], "ttft": [900.0, 300.0, 500.0, 300.0, 100.0]})
+    >>> pareto(df, "gpus", "ttft").index.tolist()
+    [0, 1, 4]
+    """
+    for col in (x, y):
+        if col not in frame.columns:
+            raise KeyError(f"pareto: no column {col!r}; columns are {list(frame.columns)}")
+    for col in maximize:
+        if col not in (x, y):
+            raise ValueError(f"maximize names {col!r}, which is neither x={x!r} nor y={y!r}")
+    d = frame.dropna(subset=[x, y])
+    sx = d[x].to_numpy(dtype=np.float64) * (-1.0 if x in maximize else 1.0)
+    sy = d[y].to_numpy(dtype=np.float64) * (-1.0 if y in maximize else 1.0)
+    order = np.lexsort((sy, sx))  # by x, then y
+    keep: list[int] = []
+    best_y = math.inf
+    last: tuple[float, float] | None = None
+    for i in order:
+        point = (sx[i], sy[i])
+        if sy[i] < best_y or point == last:
+            keep.append(int(i))
+            if sy[i] < best_y:
+                best_y, last = sy[i], point
+    return d.iloc[keep]
+
+
+def with_cost(frame: pd.DataFrame, usd_per_gpu_hour: float) -> pd.DataFrame:
+    """Add fleet cost columns to a sweep frame from a GPU price.
+
+    ``usd_per_hour`` = ``gpus * usd_per_gpu_hour``;
+    ``usd_per_million_tokens`` = that hour's cost over the prompt plus output
+    tokens served in an hour (``input_tok_s + output_tok_s``), times 1e6;
+    ``usd_per_million_output_tokens`` the same over output tokens only.
+    The fleet is paid for whether busy or not, so the cost per token falls
+    as load rises.
+
+    Parameters
+    ----------
+    frame : pandas.DataFrame
+        With ``gpus``, ``input_tok_s`` and ``output_tok_s`` (a default
+        :func:`inferasim.sweep` frame has them).
+    usd_per_gpu_hour : float
+        Price of one GPU for an hour.
+
+    Returns
+    -------
+    pandas.DataFrame
+        A copy with the three columns added.
+
+    Examples
+    --------
+    >>> df = pd.DataFrame({"gpus": [2], "input_tok_s": [900.0], "output_tok_s": [100.0]})
+    >>> with_cost(df, 3.6).round(2).to_dict("records")
+    [{'gpus': 2, 'input_tok_s': 900.0, 'output_tok_s': 100.0, 'usd_per_hour': 7.2, 'usd_per_million_tokens': 2.0, 'usd_per_million_output_tokens': 20.0}]
+    """
+    if not (isinstance(usd_per_gpu_hour, (int, float)) and usd_per_gpu_hour >= 0):
+        raise ValueError(f"usd_per_gpu_hour must be a number >= 0, got {usd_per_gpu_hour!r}")
+    missing = [c for c in ("gpus", "input_tok_s", "output_tok_s") if c not in frame.columns]
+    if missing:
+        raise KeyError(f"with_cost needs columns {missing}")
+    out = frame.copy()
+    per_hour = out["gpus"].astype(float) * float(usd_per_gpu_hour)
+    per_s = per_hour / 3600.0
+    out["usd_per_hour"] = per_hour
+    out["usd_per_million_tokens"] = per_s / (out["input_tok_s"] + out["output_tok_s"]) * 1e6
+    out["usd_per_million_output_tokens"] = per_s / out["output_tok_s"] * 1e6
+    return out
