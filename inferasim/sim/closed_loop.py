@@ -76,6 +76,10 @@ class SessionLinks:
     source: str
 
 
+def _show(v: Any) -> str:
+    return repr(v.item() if isinstance(v, np.generic) else v)
+
+
 def session_links(wl: Workload) -> SessionLinks:
     """The session chains of a workload (see the module docstring).
 
@@ -126,7 +130,7 @@ def session_links(wl: Workload) -> SessionLinks:
             if rep.any():
                 j = order[np.flatnonzero(rep)[0]]
                 raise ValueError(
-                    f"closed_loop: turn {turn_in[j]} of session {sid[j]!r} appears twice "
+                    f"closed_loop: turn {turn_in[j]} of session {_show(sid[j])} appears twice "
                     f"(requests {parent[j]} and {j})"
                 )
         linked = parent >= 0
@@ -134,7 +138,7 @@ def session_links(wl: Workload) -> SessionLinks:
         if late.size:
             j = int(late[0])
             raise ValueError(
-                f"closed_loop: request {j} (session {sid[j]!r}) arrives at {arrival[j]:g} ms, "
+                f"closed_loop: request {j} (session {_show(sid[j])}) arrives at {arrival[j]:g} ms, "
                 f"before its previous turn, request {parent[j]}, at {arrival[parent[j]]:g} ms"
             )
         # turn numbers: position in the chain
@@ -386,7 +390,7 @@ def think_times(
     bad = np.flatnonzero(~np.isfinite(values) | (values < 0))
     if bad.size:
         raise ValueError(
-            f"{what}: the think time of request {int(later[bad[0]])} is {values[bad[0]]!r}; "
+            f"{what}: the think time of request {int(later[bad[0]])} is {float(values[bad[0]])!r}; "
             "it must be a finite number of ms >= 0"
         )
     out[later] = values
