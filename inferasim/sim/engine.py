@@ -185,6 +185,7 @@ def simulate(
         rep.next_sample = rep.clock = t0
         rep.sample_i = 0
         rep.t0 = t0
+        rep.coupled = coupled
     current: list[Any] = [[], 0, 0.0, 0]  # ids, limit, time, input_len of the request
     views = tuple(ReplicaView(rep, current) for rep in reps)
     if isinstance(router, KvCostRouter):

@@ -236,6 +236,8 @@ class Replica:
         self.load_always = load_policy == "always"
         self.step0 = float(cost.step_time_ms(0, 0, 0, 0)) if tiers is not None else 0.0
         self.n_loading = 0  # sequences admitted and waiting for loads
+        # a shared tier another replica writes may let a waiting request in at any step
+        self.coupled = False
         self.idle_wait = False  # nothing can run before a load arrives (clock = then)
         # queues
         self.waiting: deque[Seq] = deque()
@@ -496,11 +498,14 @@ class Replica:
         # After a preemption, or an eviction while requests wait (it can shorten
         # their cached prefix and so their memory need), the next step must be
         # scheduled afresh: no stretch; nor while loads are in flight (a delivery
-        # is new prefill work, like an arrival).
-        self._plan(
-            t,
-            1 if preempted or (evicted and self.waiting) or self.n_loading else self.plan_cap,
+        # is new prefill work, like an arrival), nor while requests wait behind a
+        # shared tier (another replica's write may let one in at the next step).
+        single = (
+            preempted
+            or (self.waiting and (evicted or self.coupled))
+            or self.n_loading
         )
+        self._plan(t, 1 if single else self.plan_cap)
 
     def _admit(self, t: float, chunks: list[tuple[Seq, int]], budget: int, avail: int) -> int:
         """Admit waiting requests FCFS while budget, slots and memory allow.
