@@ -137,7 +137,6 @@ def test_constant_array_and_callable_think_times():
         (dict(think_time=np.array([0.0, np.nan])), "request 1 is nan"),
         (dict(think_time=np.zeros(3)), r"one value per request \(2\)"),
         (dict(think_time=lambda f: [1.0, 2.0]), "returned 2 values for 1 later turns"),
-        (dict(prefill_replicas=1, decode_replicas=1), "not implemented for a disaggregated"),
     ],
 )
 def test_bad_closed_loop_input(kw, match):
@@ -379,6 +378,54 @@ def test_shift_only_grows_along_a_session_without_reuse(wl):
         assert (s[later] >= s[links.parent[later]] - 1e-9).all()
         shifts.append(s)
     assert (shifts[1] >= shifts[0] - 1e-9).all()
+
+
+@st.composite
+def disagg_fleets(draw) -> dict:
+    cfg = draw(fleets())
+    del cfg["replicas"]
+    cfg["routing"] = draw(st.sampled_from(["round_robin", "least_loaded", "kv_cost",
+                                           "conductor"]))
+    cfg["cost_model"] = LinearCostModel(
+        overhead_ms=cfg["cost_model"].overhead_ms,
+        prefill_token_ms=cfg["cost_model"].prefill_token_ms,
+        decode_seq_ms=cfg["cost_model"].decode_seq_ms,
+        kv_bytes_per_token=draw(st.sampled_from([1e3, 1e6])),
+    )
+    return dict(cfg, prefill_replicas=draw(st.integers(1, 2)),
+                decode_replicas=draw(st.integers(1, 2)), handoff_gbps=1.0,
+                layerwise=draw(st.booleans()))
+
+
+@SETTINGS
+@given(wl=session_workloads(), cfg=disagg_fleets())
+def test_disaggregated_closed_loop(wl, cfg):
+    # turns never overlap; the closed loop equals an open replay of its own
+    # arrivals; the jump equals the plain loop
+    res = run(wl, **cfg)
+    check_invariants(wl, res)
+    wl2, order = replay_open_loop(wl, res)
+    open_ = Simulator(progress=False, **{"kv_blocks": 64,
+                                         **{k: v for k, v in cfg.items() if k != "think_time"}}
+                      ).run(wl2)
+    a = res.requests.iloc[order].reset_index(drop=True)[COMPARED + ["decode_replica"]]
+    pd.testing.assert_frame_equal(a, open_.requests[COMPARED + ["decode_replica"]],
+                                  check_exact=True)
+    plain = run(wl, **cfg, fast=False)
+    pd.testing.assert_frame_equal(res.requests, plain.requests, check_exact=True)
+
+
+def test_disaggregated_two_turns_exact_times():
+    # one prefill and one decode instance, 1 MB of KV per token over 1 GB/s + 5 us:
+    # turn 1 (32 tokens): prefill 6.6, transfer 32 MB = 32 ms + 0.005 -> 38.605,
+    # joins the decode step at once: two decode steps of 5.1 -> finish 48.805;
+    # think (estimate as on an aggregated replica, 16.8) = 100 - 16.8 = 83.2
+    # -> turn 2 arrives at 132.005
+    cost = LinearCostModel(kv_bytes_per_token=1e6)
+    r = run(two_turns(), cost_model=cost, prefill_replicas=1, decode_replicas=1,
+            handoff_gbps=1.0).requests
+    assert r["finish_ms"].tolist()[0] == pytest.approx(48.805)
+    assert r["arrival_ms"].tolist() == pytest.approx([0.0, 132.005])
 
 
 # ------------------------------------------------------------------ a real trace

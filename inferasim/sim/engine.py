@@ -24,6 +24,7 @@ stays exact.
 
 from __future__ import annotations
 
+import heapq
 import math
 import operator
 from collections.abc import Callable
@@ -242,8 +243,6 @@ def simulate(
 
     closed = parent is not None
     if closed:
-        import heapq
-
         children: dict[int, list[int]] = {}
         for j, p_j in enumerate(parent.tolist()):
             if p_j >= 0:
@@ -475,6 +474,8 @@ def simulate_disaggregated(
     tiers: tuple[Tier, ...] = (),
     write_through: bool = False,
     load_policy: str = "faster",
+    parent: np.ndarray | None = None,
+    think: np.ndarray | None = None,
 ) -> RunOutput:
     """Run ``wl`` on a prefill pool and a decode pool; see :class:`Simulator`.
 
@@ -505,6 +506,12 @@ def simulate_disaggregated(
     instances, transfer deliveries, arrivals; decode instances are advanced
     to each event that touches them), so the state read at an event is the
     state at that instant.
+
+    With ``parent`` / ``think`` (closed loop, as in :func:`simulate`)
+    arrivals come from a priority queue, and while a request with a waiting
+    next turn is in flight the decode instances' state changes are events
+    too, so each finish (at a decode instance, or at a prefill instance for
+    a one-token answer) pushes the next turn before any later event.
 
     Examples
     --------
@@ -634,11 +641,44 @@ def simulate_disaggregated(
         dec[d].deliver(seq, t)
         del by_seq[seq.rid]
 
-    order = [i for i in range(n) if i not in reasons]
+    closed = parent is not None
+    queue: list[tuple[float, int]] = []
+    children: dict[int, list[int]] = {}
+    sim_arr = np.full(n, np.nan) if closed else None
+    inflight = 0  # requests with a waiting next turn, routed and not finished
+    if closed:
+        for j, p_j in enumerate(parent.tolist()):
+            if p_j >= 0:
+                children.setdefault(p_j, []).append(j)
+        watch = set(children)
+        for rep in pre + dec:
+            rep.watch = watch
+        think_l = think.tolist()
+        queue = [(arr_l[j], j) for j in range(n) if parent[j] < 0]
+        heapq.heapify(queue)
+
+    def issue(rid: int, t: float) -> None:
+        for c in children.get(rid, ()):
+            heapq.heappush(queue, (t + think_l[c], c))
+
+    def drain() -> None:
+        nonlocal inflight
+        for rep in pre + dec:
+            if rep.finished:
+                for rid in rep.finished:
+                    inflight -= 1
+                    issue(rid, out.finish[rid])
+                rep.finished.clear()
+
+    order = [] if closed else [i for i in range(n) if i not in reasons]
     k = 0
+    count = 0
     inf = math.inf
     while True:
-        T = arr_l[order[k]] if k < len(order) else inf
+        if closed:
+            T = queue[0][0] if queue else inf
+        else:
+            T = arr_l[order[k]] if k < len(order) else inf
         for rep in pre:
             w = rep.wake()
             if w < T:
@@ -647,13 +687,17 @@ def simulate_disaggregated(
             w = link.next_done()
             if w < T:
                 T = w
-        if waiting_room:
+        if waiting_room or inflight:
             for rep in dec:
                 w = rep.wake()
                 if w < T:
                     T = w
         if T == inf:
             break
+        if inflight:  # (closed loop) decode finishes up to T
+            for rep in dec:
+                if rep.wake() <= T:
+                    rep.advance(T)
         # 1. prefill instances up to T: steps ending at T complete (first tokens)
         events: list[tuple[bool, Seq, float, int]] = []
         for p, rep in enumerate(pre):
@@ -705,12 +749,26 @@ def simulate_disaggregated(
             elif not place(seq, p, te, True):
                 waiting_room.append((seq, p))
         # 4. arrivals at T
-        while k < len(order) and arr_l[order[k]] <= T:
-            i = order[k]
-            k += 1
-            if bar is not None and not k & 1023:
+        if closed:
+            drain()
+        while True:
+            if closed:
+                if not queue or queue[0][0] > T:
+                    break
+                a, i = heapq.heappop(queue)
+                sim_arr[i] = a
+                if i in reasons:  # never fits: answered by the rejection
+                    issue(i, a)
+                    continue
+            else:
+                if k >= len(order) or arr_l[order[k]] > T:
+                    break
+                i = order[k]
+                k += 1
+                a = arr_l[i]
+            count += 1
+            if bar is not None and not count & 1023:
                 bar.update(1024)
-            a = arr_l[i]
             p_len = P_l[i]
             kk = nh_l[i]
             ids = flat[st_l[i] : st_l[i] + kk].tolist() if kk else []
@@ -743,14 +801,25 @@ def simulate_disaggregated(
                 dv = dviews[d] if d >= 0 else dviews[0]
                 if not admission(req, (views[r], dv), a):
                     reasons[i] = getattr(admission, "last_reason", "") or "rejected by admission"
+                    if closed:
+                        issue(i, a)
                     continue
+            if closed and i in children:
+                inflight += 1
             rep.arrive(Seq(i, p_len, O_l[i], ids, bs), a)
+        if closed:
+            drain()
     for rep in pre:
         rep.advance(math.inf)
     for rep in dec:
         rep.advance(math.inf)
     if waiting_room or flight or by_seq:
         raise RuntimeError("internal error: handoffs left at the end of the run")
+    if closed:
+        if queue or inflight or any(rep.finished for rep in pre + dec):
+            raise RuntimeError("internal error: closed-loop turns left at the end of the run")
+        for rep in pre + dec:
+            rep.watch = None
     if bar is not None:
         bar.update(n - bar.n)
         bar.close()
@@ -762,5 +831,11 @@ def simulate_disaggregated(
         if rep.next_sample < stop:
             rep._emit(stop)
     return RunOutput(
-        out=out, reasons=reasons, replicas=reps, end_ms=end, tiers=tuple(tiers), shared=shared
+        out=out,
+        reasons=reasons,
+        replicas=reps,
+        end_ms=end,
+        tiers=tuple(tiers),
+        shared=shared,
+        arrival=sim_arr,
     )

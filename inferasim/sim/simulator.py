@@ -117,8 +117,9 @@ class Simulator:
         keep their recorded arrivals. Sessions come from the workload's
         ``session_id`` / ``turn`` columns, else from the chains
         :func:`inferasim.reuse.sessions` infers from the hash ids. See
-        :mod:`inferasim.sim.closed_loop`. Not available with
-        ``prefill_replicas`` / ``decode_replicas`` yet.
+        :mod:`inferasim.sim.closed_loop`. The think-time estimate prices
+        a turn as on an aggregated replica (no handoff) also for a
+        disaggregated fleet.
     think_time : None, float, array or callable, optional
         Closed loop only. None: the recorded gap minus the previous turn's
         service time alone on an idle replica (never negative); a number of
@@ -277,11 +278,6 @@ class Simulator:
             raise ValueError(f"closed_loop must be a bool, got {self.closed_loop!r}")
         if self.think_time is not None and not self.closed_loop:
             raise ValueError("think_time is only used with closed_loop=True")
-        if self.closed_loop and self.prefill_replicas is not None:
-            raise ValueError(
-                "closed_loop=True is not implemented for a disaggregated fleet "
-                "(prefill_replicas / decode_replicas) yet; use replicas= or closed_loop=False"
-            )
 
     def run(self, workload: Workload) -> SimResult:
         """Replay a workload through the fleet.
@@ -353,6 +349,20 @@ class Simulator:
             load_policy=self.load_policy,
         )
         disagg = self.prefill_replicas is not None
+        loop: dict[str, Any] = {}
+        if self.closed_loop:
+            from inferasim.sim.closed_loop import session_links, think_times
+
+            links = session_links(workload)
+            think = think_times(
+                workload,
+                links,
+                cost,
+                self.think_time,
+                max_batched_tokens=int(self.max_batched_tokens),
+                chunked_prefill=bool(self.chunked_prefill),
+            )
+            loop = {"parent": links.parent, "think": np.nan_to_num(think, nan=0.0)}
         if disagg:
             kvb = getattr(cost, "kv_bytes_per_token", None)
             if not isinstance(kvb, numbers.Real) or not kvb >= 0:
@@ -368,25 +378,12 @@ class Simulator:
                 handoff_latency_us=float(self.handoff_latency_us),
                 layerwise=bool(self.layerwise),
                 **common,
+                **loop,
             )
         else:
-            loop: dict[str, Any] = {}
-            if self.closed_loop:
-                from inferasim.sim.closed_loop import session_links, think_times
-
-                links = session_links(workload)
-                think = think_times(
-                    workload,
-                    links,
-                    cost,
-                    self.think_time,
-                    max_batched_tokens=int(self.max_batched_tokens),
-                    chunked_prefill=bool(self.chunked_prefill),
-                )
-                loop = {"parent": links.parent, "think": np.nan_to_num(think, nan=0.0)}
             run = simulate(workload, num_replicas=int(self.replicas), **common, **loop)
-            if self.closed_loop:
-                run.sessions = (links.session_id, links.turn, think)
+        if self.closed_loop:
+            run.sessions = (links.session_id, links.turn, think)
         config = {
             "replicas": int(self.replicas),
             "routing": self.routing if isinstance(self.routing, str) else repr(self.routing),
