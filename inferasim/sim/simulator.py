@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import math
 import numbers
 from collections.abc import Callable
 from typing import Any
 
 from inferasim.sim.cache import EVICTION_POLICIES
-from inferasim.sim.engine import simulate
+from inferasim.sim.engine import MIN_TIMELINE_MS, simulate
 from inferasim.sim.result import SimResult
 from inferasim.sim.router import make_router
 from inferasim.workload import Workload
@@ -55,8 +56,11 @@ class Simulator:
     seed : int, default 0
         Seed of random routing and softmax sampling.
     timeline_ms : float, optional
-        Sampling period of :attr:`SimResult.timeline`; default 1/1000 of the
-        arrival span.
+        Sampling period of :attr:`SimResult.timeline` (at least 0.001 ms);
+        default 1/1000 of the arrival span (at least 0.001 ms). The timeline
+        is capped at about 200,000 rows (at least 500 a replica): a run that
+        would sample more doubles the period, keeping every other sample,
+        until it fits; ``config["timeline_ms"]`` holds the period used.
     progress : bool, default True
         Show a progress bar (``tqdm.auto``) on runs longer than a second.
     fast : bool, default True
@@ -135,6 +139,14 @@ class Simulator:
             positive_int(name)
         if self.kv_blocks is not None:
             positive_int("kv_blocks")
+            if self.kv_blocks >= 2**62:
+                raise ValueError(
+                    f"kv_blocks must be < 2**62, got {self.kv_blocks!r} "
+                    "(any count above the blocks a workload can touch already means unbounded)"
+                )
+        for name in ("replicas", "max_num_seqs", "max_batched_tokens"):
+            if getattr(self, name) >= 2**62:
+                raise ValueError(f"{name} must be < 2**62, got {getattr(self, name)!r}")
         if self.max_batched_tokens < self.max_num_seqs:
             raise ValueError(
                 f"max_batched_tokens ({self.max_batched_tokens}) must be >= max_num_seqs "
@@ -142,8 +154,14 @@ class Simulator:
             )
         if self.eviction not in EVICTION_POLICIES:
             raise ValueError(f"eviction must be one of {EVICTION_POLICIES}, got {self.eviction!r}")
-        if self.timeline_ms is not None and not self.timeline_ms > 0:
-            raise ValueError(f"timeline_ms must be > 0, got {self.timeline_ms!r}")
+        if self.timeline_ms is not None and not (
+            isinstance(self.timeline_ms, numbers.Real)
+            and not isinstance(self.timeline_ms, bool)
+            and MIN_TIMELINE_MS <= self.timeline_ms < math.inf
+        ):
+            raise ValueError(
+                f"timeline_ms must be a finite number >= {MIN_TIMELINE_MS} ms, got {self.timeline_ms!r}"
+            )
 
     def run(self, workload: Workload) -> SimResult:
         """Replay a workload through the fleet.
@@ -219,5 +237,6 @@ class Simulator:
             "max_batched_tokens": int(self.max_batched_tokens),
             "chunked_prefill": bool(self.chunked_prefill),
             "seed": self.seed,
+            "timeline_ms": run.replicas[0].period if run.replicas else self.timeline_ms,
         }
         return SimResult._build(workload, run, config)
