@@ -34,10 +34,10 @@ from inferasim.workload import Workload
 
 __all__ = ["rejection_reasons", "simulate", "TIMELINE_ROWS", "MIN_TIMELINE_MS"]
 
-#: The timeline holds at most about this many rows in all (at least 500 a
+#: The timeline holds at most about this many rows in all (at least 250 a
 #: replica): when a replica reaches its share, the sampling period of every
 #: replica doubles and every other sample is dropped (the grid stays regular).
-TIMELINE_ROWS = 200_000
+TIMELINE_ROWS = 100_000
 #: The smallest sampling period (ms) accepted; the default period (1/1000 of
 #: the arrival span) is never below it either.
 MIN_TIMELINE_MS = 1e-3
@@ -147,7 +147,7 @@ def simulate(
         )
         for r in range(num_replicas)
     ]
-    tl_cap = max(500, TIMELINE_ROWS // num_replicas)
+    tl_cap = max(250, TIMELINE_ROWS // num_replicas)
     for rep in reps:
         rep.next_sample = rep.clock = t0
         rep.sample_i = 0

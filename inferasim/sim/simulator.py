@@ -58,7 +58,7 @@ class Simulator:
     timeline_ms : float, optional
         Sampling period of :attr:`SimResult.timeline` (at least 0.001 ms);
         default 1/1000 of the arrival span (at least 0.001 ms). The timeline
-        is capped at about 200,000 rows (at least 500 a replica): a run that
+        is capped at about 100,000 rows (at least 250 a replica): a run that
         would sample more doubles the period, keeping every other sample,
         until it fits; ``config["timeline_ms"]`` holds the period used.
     progress : bool, default True
