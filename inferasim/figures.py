@@ -219,6 +219,8 @@ def load_traces(
 
     Examples
     --------
+    >>> callable(load_traces)
+    True
     >>> load_traces(names=["conversation"])  # doctest: +SKIP
     {'conversation': Workload from conversation_trace.jsonl: 12,031 requests, ...}
     """
@@ -1488,6 +1490,8 @@ def make_figures(
 
     Examples
     --------
+    >>> callable(make_figures)
+    True
     >>> make_figures("figures")  # doctest: +SKIP
     {'trace_lengths': [PosixPath('figures/trace_lengths.pdf'), ...], ...}
     """

@@ -176,6 +176,8 @@ def find_trace(name: str, *, download: bool = True) -> Path:
 
     Examples
     --------
+    >>> "conversation" in TRACES
+    True
     >>> find_trace("conversation").name  # doctest: +SKIP
     'conversation_trace.jsonl'
     """
@@ -224,6 +226,8 @@ def download_trace(name: str, dest_dir: str | os.PathLike[str] | None = None, *,
 
     Examples
     --------
+    >>> sorted(TRACES)  # the names it can fetch
+    ['conversation', 'synthetic', 'toolagent']
     >>> download_trace("conversation")  # doctest: +SKIP
     PosixPath('/root/.cache/inferasim/traces/conversation_trace.jsonl')
     """
