@@ -279,7 +279,8 @@ class Replica:
     def _emit(self, t: float) -> None:
         """Record timeline samples strictly before ``t`` with the current state."""
         tl = self.tl
-        self._fit(t)
+        if self.sample_i + (t - self.next_sample) / self.period >= self.tl_cap:
+            self._fit(t)
         row = (
             len(self.waiting),
             len(self.running),
