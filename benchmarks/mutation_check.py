@@ -48,7 +48,7 @@ MUTANTS = [
            ("tests/test_reliability_expectations.py", "tests/test_mooncake.py")),
     Mutant("kv_cost pruning > becomes >=", "inferasim/sim/router.py",
            "if base + a > low:", "if base + a >= low:",
-           ("tests/test_sim_router.py", "tests/test_sim_properties.py")),
+           ("tests/test_reliability_expectations.py", "tests/test_sim_router.py", "tests/test_sim_properties.py")),
     Mutant("ref count slip on acquire", "inferasim/sim/cache.py",
            "            ref[h] = r + 1\n            policy.hit(h)", "            ref[h] = 1\n            policy.hit(h)",
            SIM),

@@ -172,3 +172,25 @@ def test_describe_and_ceiling_match_a_set_replay(data):
     assert d["infinite_token_hit_ratio"] == pytest.approx(hbt / t)
     c = infinite_hit_ratio(wl)
     assert (c.hit_blocks, c.blocks, c.hit_tokens, c.tokens) == (hb, b, hbt, t)
+
+
+def test_kv_cost_fast_path_keeps_a_tie_at_the_pruning_bound():
+    # blocks = 4 (64 tokens of 16), limit 3 prefix blocks, overlap weight 1.
+    # replica 0: no match, 2 active blocks -> cost 4 - 0 + 2 = 6 (the first low);
+    # replica 1: matches all 3, 5 active -> bound 4 - 3 + 5 = 6 == low, so it must
+    # still be walked: cost 6, a tie, broken by fewer outstanding tokens -> 1.
+    # (A ">=" slip in the pruning skips it and answers 0.)
+    from types import SimpleNamespace as NS
+
+    from inferasim.sim.router import KvCostRouter
+
+    router = KvCostRouter(overlap_weight=1.0)
+    router.block_size = 16
+    reps = [NS(cache=NS(ref={}), outstanding_at=lambda t: 900),
+            NS(cache=NS(ref={1: 1, 2: 1, 3: 1}), outstanding_at=lambda t: 10)]
+    assert router._fast(64, [1, 2, 3], 3, reps, 0.0, [2, 5]) == 1
+    # the view path (__call__) agrees: the same tie, the same winner
+    views = [NS(index=0, prefix_match_blocks=0, active_blocks=2, outstanding_tokens=900),
+             NS(index=1, prefix_match_blocks=3, active_blocks=5, outstanding_tokens=10)]
+    from inferasim.sim.router import Request
+    assert router(Request(0, 0.0, 64, 1, (1, 2, 3)), views) == 1
