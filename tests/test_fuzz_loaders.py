@@ -226,7 +226,7 @@ def test_reference_parser_agrees_on_the_seed_and_ties():
     assert math.isclose(reference_mooncake(MOONCAKE)["arrival_ms"][1], 27.0)
 
 
-@pytest.mark.parametrize("seed", [MOONCAKE, CSV])
+@pytest.mark.parametrize("seed", [MOONCAKE, CSV], ids=["mooncake", "csv"])
 def test_every_truncation_is_handled(seed):
     # exhaustive over one small seed: every prefix of the file
     reader = Workload.from_mooncake if seed is MOONCAKE else Workload.from_csv
