@@ -108,6 +108,13 @@ res = sim.run(wl)
 res.requests.head()
 
 # %%
+# Pressing the widget's button (here from code) runs exactly this simulation;
+# the widget above now shows its plots, and moving a control marks them stale.
+button_run = widget.simulate()
+assert button_run.requests.equals(res.requests)
+print(f"widget.simulate(): the same {len(button_run.requests):,} requests, frame for frame, as the run above")
+
+# %%
 summary = res.summary()
 summary
 
