@@ -573,7 +573,7 @@ def download_trace(
     Examples
     --------
     >>> sorted(TRACES)  # the names it can fetch
-    ['conversation', 'synthetic', 'toolagent']
+    ['arxiv', 'conversation', 'mooncake', 'synthetic', 'toolagent']
     >>> download_trace("conversation")  # doctest: +SKIP
     PosixPath('/root/.cache/inferasim/traces/conversation_trace.jsonl')
     """
