@@ -68,6 +68,7 @@ def test_the_notebooks_exist() -> None:
         "04_teaching_cache_reuse",
         "05_reproducing_mooncake",
         "06_capacity_planning",
+        "07_closed_loop_sessions",
     ]
 
 

@@ -99,6 +99,15 @@ def test_jump_equals_plain_loop(wl, cfg):
 
 
 @SETTINGS
+@given(wl=workloads(allow_no_ids=False), cfg=configs())
+def test_jump_equals_plain_loop_closed_loop(wl, cfg):
+    # sessions inferred from the hash ids; next turns wait for the previous answer
+    fast = Simulator(**cfg, fast=True, closed_loop=True).run(wl)
+    plain = Simulator(**cfg, fast=False, closed_loop=True).run(wl)
+    assert_same(fast, plain)
+
+
+@SETTINGS
 @given(wl=workloads(), cfg=configs())
 def test_frame_invariants(wl, cfg):
     res = Simulator(**cfg).run(wl)

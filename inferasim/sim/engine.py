@@ -73,6 +73,8 @@ class RunOutput:
     end_ms: float
     tiers: tuple[Tier, ...] = ()
     shared: dict[str, TierStore] | None = None
+    arrival: np.ndarray | None = None  # simulated arrivals (closed loop), else None
+    sessions: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None  # id, turn, think
 
 
 def rejection_reasons(wl: Workload, capacity: int) -> dict[int, str]:
@@ -121,8 +123,21 @@ def simulate(
     write_through: bool = False,
     load_policy: str = "faster",
     admission: Callable[..., Any] | None = None,
+    parent: np.ndarray | None = None,
+    think: np.ndarray | None = None,
 ) -> RunOutput:
     """Run ``wl`` through ``num_replicas`` replicas; see :class:`Simulator`.
+
+    With ``parent`` (closed loop; see :mod:`inferasim.sim.closed_loop`)
+    request ``j`` with ``parent[j] >= 0`` arrives at its parent's finish (or
+    rejection) plus ``think[j]`` instead of at its recorded arrival. Arrivals
+    then come from a priority queue ``(time, request)``; before the head is
+    routed, every replica holding a request with a waiting next turn is
+    advanced, in global time order, through each state change up to the
+    head (:meth:`Replica.wake`), so a finish, and the next turn it issues,
+    is seen before any later arrival is routed: every replica's clock stays
+    at or before the queue's head, and what a finish pushes is never earlier
+    than the finish.
 
     Examples
     --------
@@ -245,13 +260,85 @@ def simulate(
             wakes[j] = rep.wake()
             active[j] = rep.n_private + rep.cache.pinned + rep.queued_blocks
 
+    closed = parent is not None
+    if closed:
+        import heapq
+
+        children: dict[int, list[int]] = {}
+        for j, p_j in enumerate(parent.tolist()):
+            if p_j >= 0:
+                children.setdefault(p_j, []).append(j)
+        watch = set(children)
+        for rep in reps:
+            rep.watch = watch
+        sim_arr = np.full(n, np.nan)
+        think_l = think.tolist()
+        pend = [0] * num_replicas  # routed requests with next turns, not finished yet
+        queue = [(arr_l[j], j) for j in range(n) if parent[j] < 0]
+        heapq.heapify(queue)
+
+        def issue(rid: int, t: float) -> None:
+            """Request ``rid`` was answered (or rejected) at ``t``: send its next turns."""
+            for c in children.get(rid, ()):
+                heapq.heappush(queue, (t + think_l[c], c))
+
+        def drain(j: int) -> None:
+            rep = reps[j]
+            fin_l = rep.finished
+            for rid in fin_l:
+                pend[j] -= 1
+                issue(rid, out.finish[rid])
+            fin_l.clear()
+
+        def settle() -> None:
+            """Advance the replicas holding waited-for requests through every state
+            change up to the queue's head (which their finishes may move earlier)."""
+            while True:
+                head = queue[0][0] if queue else math.inf
+                best, bj = math.inf, -1
+                for j in range(num_replicas):
+                    if pend[j]:
+                        w = reps[j].wake()
+                        if w < best:
+                            best, bj = w, j
+                if bj < 0 or best > head:
+                    return
+                if coupled:
+                    advance_all(best)
+                    for j in range(num_replicas):
+                        if reps[j].finished:
+                            drain(j)
+                else:
+                    rep = reps[bj]
+                    rep.advance(best)
+                    wakes[bj] = rep.wake()
+                    active[bj] = rep.n_private + rep.cache.pinned + rep.queued_blocks
+                    drain(bj)
+
+        def arrivals() -> Any:
+            while True:
+                settle()
+                if not queue:
+                    return
+                t, j = heapq.heappop(queue)
+                sim_arr[j] = t
+                yield j, t
+    else:
+
+        def arrivals() -> Any:
+            for j in range(n):
+                yield j, arr_l[j]
+
     min_wake = math.inf
-    for i in range(n):
-        if bar is not None and not i & 1023 and i:
+    count = 0
+    for i, a in arrivals():
+        count += 1
+        if bar is not None and not count & 1023:
             bar.update(1024)
         if i in reasons:
+            if closed:
+                issue(i, a)
             continue
-        a = arr_l[i]
         p = P_l[i]
         k = nh_l[i]
         ids = flat[st_l[i] : st_l[i] + k].tolist() if k else []
@@ -307,7 +394,18 @@ def simulate(
                 active[r] = rep.n_private + rep.cache.pinned + rep.queued_blocks
                 if w < min_wake:
                     min_wake = w
+                if closed:
+                    issue(i, a)
                 continue
+        if closed:
+            for j in range(num_replicas):
+                if reps[j].finished:  # (settle leaves no waited-for finish at or before a)
+                    raise RuntimeError(
+                        f"internal error: request {reps[j].finished[0]} finished unseen "
+                        f"before the arrival of request {i} at {a}"
+                    )
+            if i in watch:
+                pend[r] += 1
         rep.arrive(Seq(i, p, O_l[i], ids, bs), a)
         w = wakes[r] = rep.wake()
         active[r] = rep.n_private + rep.cache.pinned + rep.queued_blocks
@@ -317,6 +415,11 @@ def simulate(
         advance_all(math.inf)
     for rep in reps:
         rep.advance(math.inf)
+    if closed:
+        if queue or any(pend) or any(rep.finished for rep in reps) or count != n:
+            raise RuntimeError("internal error: closed-loop turns left at the end of the run")
+        for rep in reps:
+            rep.watch = None
     if bar is not None:
         bar.update(n - bar.n)
         bar.close()
@@ -328,7 +431,13 @@ def simulate(
             rep._emit(stop)
     check_outputs(out, arrival, reasons, reps, capacity)
     return RunOutput(
-        out=out, reasons=reasons, replicas=reps, end_ms=end, tiers=tuple(tiers), shared=shared
+        out=out,
+        reasons=reasons,
+        replicas=reps,
+        end_ms=end,
+        tiers=tuple(tiers),
+        shared=shared,
+        arrival=sim_arr if closed else None,
     )
 
 

@@ -53,6 +53,12 @@ class SimResult:
         the reused prefix of the first admission came from; they add up to
         ``cached_tokens``) and ``load_ms`` (time spent waiting for loads from
         lower tiers, from admission to the last delivery).
+        A closed-loop run (``Simulator(closed_loop=True)``) adds
+        ``session_id`` and ``turn`` (1-based), ``recorded_arrival_ms`` (the
+        workload's), ``arrival_shift_ms`` (simulated ``arrival_ms`` minus
+        recorded; 0 for first turns) and ``think_ms`` (the wait after the
+        previous answer; NaN for first turns); every latency is measured
+        from the simulated arrival.
     replicas : pandas.DataFrame
         One row per replica: ``requests`` routed, ``share`` of all routed
         requests, ``input_tokens``, ``output_tokens``, ``prompt_blocks``,
@@ -159,7 +165,8 @@ class SimResult:
         def col(a: Any, dtype: Any) -> np.ndarray:
             return np.frombuffer(a, dtype=dtype).copy() if n else np.zeros(0, dtype)
 
-        arrival = wl.arrival_ms.astype(f64)
+        recorded = wl.arrival_ms.astype(f64)
+        arrival = recorded if run.arrival is None else run.arrival
         scheduled = col(out.scheduled, f64)
         first = col(out.first_token, f64)
         finish = col(out.finish, f64)
@@ -201,6 +208,14 @@ class SimResult:
                 "reason": pd.Series(reason, dtype=object),
             }
         )
+        if run.sessions is not None:  # closed loop
+            sid, turn, think = run.sessions
+            req.insert(1, "session_id", sid)
+            req.insert(2, "turn", turn)
+            at = req.columns.get_loc("arrival_ms") + 1
+            req.insert(at, "recorded_arrival_ms", recorded)
+            req.insert(at + 1, "arrival_shift_ms", arrival - recorded)
+            req.insert(at + 2, "think_ms", think)
         tiers = run.tiers
         bs = wl.block_size
         if tiers:
@@ -368,7 +383,9 @@ class SimResult:
             keeps growing: from the first to the last quarter of arrivals, the
             mean queue grows by more than 10% of the time between them and
             ends above 100 ms; the fleet cannot keep up with the offered load;
-            else 0.0). Every value is a float at full precision; the Series
+            else 0.0); with a closed loop ``arrival_shift_ms_mean``, ``sessions``
+            and ``session_ms_{mean,p50,p99}`` (a session's last finish minus its
+            first arrival, over sessions whose every turn finished). Every value is a float at full precision; the Series
             displays them rounded, with units, and says when no SLO was given.
 
         Examples
@@ -449,6 +466,18 @@ class SimResult:
             out["slo_attainment"] = int(good.sum()) / n if n else float("nan")
             notes.append("SLO: " + " and ".join(slo))
         out["saturated"] = float(_saturated(fin))
+        if "arrival_shift_ms" in req.columns:  # closed loop: whole sessions
+            out["arrival_shift_ms_mean"] = float(req["arrival_shift_ms"].mean()) if n else 0.0
+            g = req.groupby("session_id", sort=False)
+            done = g["status"].agg(lambda s: bool((s == "finished").all()))
+            span = (g["finish_ms"].max() - g["arrival_ms"].min())[done].to_numpy()
+            out["sessions"] = int(len(done))
+            for name, q in (("mean", None), ("p50", 50), ("p99", 99)):
+                key = f"session_ms_{name}"
+                if not span.size:
+                    out[key] = float("nan")
+                else:
+                    out[key] = float(span.mean() if q is None else np.percentile(span, q))
         if "decode_replica" in req.columns:  # disaggregated: the two pools apart
             reps = self.replicas
             for role in ("prefill", "decode"):

@@ -239,6 +239,10 @@ class Replica:
         # token, see handoffs) or "decode" (receives them through deliver)
         self.role = role
         self.handoffs: list[tuple[bool, Seq, float]] = []  # (prefill done?, seq, time)
+        # closed loop: the engine's requests whose finish it waits for, and those
+        # finished since it last looked
+        self.watch: set[int] | None = None
+        self.finished: list[int] = []
         self.stalled = False  # work waits but nothing can run (KV held or reserved)
         self.n_ready = 0  # delivered sequences in the waiting queue
         self.cost_model = cost
@@ -1308,3 +1312,5 @@ class Replica:
         seq.state = DONE
         seq.ids = []
         self.out.finish[seq.rid] = t
+        if self.watch is not None and seq.rid in self.watch:
+            self.finished.append(seq.rid)

@@ -7,6 +7,8 @@ import numbers
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
+
 from inferasim.sim.admission import make_admission
 from inferasim.sim.cache import EVICTION_POLICIES
 from inferasim.sim.engine import MIN_TIMELINE_MS, simulate, simulate_disaggregated
@@ -111,6 +113,20 @@ class Simulator:
         Stream the KV while the prefill runs (as Mooncake does layer by
         layer): the transfer starts with the prefill and the sequence moves
         at the later of the prefill's and the transfer's end.
+    closed_loop : bool, default False
+        Replay conversations as closed loops: a session's next turn is sent
+        when the previous answer has arrived (its finish, or its rejection)
+        plus a think time, instead of at its recorded time; first turns
+        keep their recorded arrivals. Sessions come from the workload's
+        ``session_id`` / ``turn`` columns, else from the chains
+        :func:`inferasim.reuse.sessions` infers from the hash ids. See
+        :mod:`inferasim.sim.closed_loop`. Not available with
+        ``prefill_replicas`` / ``decode_replicas`` yet.
+    think_time : None, float, array or callable, optional
+        Closed loop only. None: the recorded gap minus the previous turn's
+        service time alone on an idle replica (never negative); a number of
+        ms; one value per request; or a callable (see
+        :func:`inferasim.sim.closed_loop.think_times`).
 
     Examples
     --------
@@ -133,6 +149,18 @@ class Simulator:
     >>> s = res.summary()
     >>> bool(s["dram_token_hit_ratio"] > 0), bool(res.requests["load_ms"].max() > 0)
     (True, True)
+
+    A closed loop: turn 2 of session 7 was recorded 100 ms after turn 1;
+    turn 1 takes 16.8 ms alone, so the user thought 83.2 ms; on a fleet
+    where turn 1 waits behind another request, turn 2 comes later:
+
+    >>> wl = ism.Workload.from_requests([0, 0, 100], [32, 32, 48], [3, 3, 1],
+    ...                                 session_id=[1, 7, 7], block_size=16)
+    >>> res = ism.Simulator(kv_blocks=16, max_num_seqs=1, max_batched_tokens=32,
+    ...                     cost_model=ism.LinearCostModel(), closed_loop=True,
+    ...                     progress=False).run(wl)
+    >>> res.requests[["turn", "think_ms", "arrival_ms", "arrival_shift_ms"]].round(3).values.tolist()
+    [[1.0, nan, 0.0, 0.0], [1.0, nan, 0.0, 0.0], [2.0, 83.2, 116.8, 16.8]]
     """
 
     def __init__(
@@ -163,6 +191,8 @@ class Simulator:
         handoff_gbps: float = 50.0,
         handoff_latency_us: float = 5.0,
         layerwise: bool = False,
+        closed_loop: bool = False,
+        think_time: Any = None,
     ) -> None:
         self.replicas = replicas
         self.routing = routing
@@ -189,6 +219,8 @@ class Simulator:
         self.handoff_gbps = handoff_gbps
         self.handoff_latency_us = handoff_latency_us
         self.layerwise = layerwise
+        self.closed_loop = closed_loop
+        self.think_time = think_time
 
     def __repr__(self) -> str:
         return (
@@ -258,6 +290,15 @@ class Simulator:
             )
         if not isinstance(self.write_through, bool):
             raise ValueError(f"write_through must be a bool, got {self.write_through!r}")
+        if not isinstance(self.closed_loop, bool):
+            raise ValueError(f"closed_loop must be a bool, got {self.closed_loop!r}")
+        if self.think_time is not None and not self.closed_loop:
+            raise ValueError("think_time is only used with closed_loop=True")
+        if self.closed_loop and self.prefill_replicas is not None:
+            raise ValueError(
+                "closed_loop=True is not implemented for a disaggregated fleet "
+                "(prefill_replicas / decode_replicas) yet; use replicas= or closed_loop=False"
+            )
 
     def run(self, workload: Workload) -> SimResult:
         """Replay a workload through the fleet.
@@ -346,7 +387,23 @@ class Simulator:
                 **common,
             )
         else:
-            run = simulate(workload, num_replicas=int(self.replicas), **common)
+            loop: dict[str, Any] = {}
+            if self.closed_loop:
+                from inferasim.sim.closed_loop import session_links, think_times
+
+                links = session_links(workload)
+                think = think_times(
+                    workload,
+                    links,
+                    cost,
+                    self.think_time,
+                    max_batched_tokens=int(self.max_batched_tokens),
+                    chunked_prefill=bool(self.chunked_prefill),
+                )
+                loop = {"parent": links.parent, "think": np.nan_to_num(think, nan=0.0)}
+            run = simulate(workload, num_replicas=int(self.replicas), **common, **loop)
+            if self.closed_loop:
+                run.sessions = (links.session_id, links.turn, think)
         config = {
             "replicas": int(self.replicas),
             "routing": self.routing if isinstance(self.routing, str) else repr(self.routing),
@@ -365,6 +422,13 @@ class Simulator:
             "slo_tpot_ms": self.slo_tpot_ms,
             "timeline_ms": run.replicas[0].period if run.replicas else self.timeline_ms,
         }
+        if self.closed_loop:
+            config["closed_loop"] = True
+            config["think_time"] = (
+                self.think_time
+                if self.think_time is None or isinstance(self.think_time, int | float)
+                else repr(self.think_time)
+            )
         if disagg:
             config.update(
                 replicas=int(self.prefill_replicas) + int(self.decode_replicas),

@@ -1,0 +1,408 @@
+"""Closed-loop session replay (``Simulator(closed_loop=True)``).
+
+* hand-computed cases with exact times (think time, prefix reuse between
+  turns, a 10x slower fleet, a rejected turn, a next turn that overtakes a
+  recorded arrival under lazy replica advancement);
+* the idle service estimate equals the engine's own time for a request
+  alone on an idle replica (an independent implementation: the scheduler);
+* a session's turns never overlap; an (almost) infinitely fast fleet
+  replays the recorded arrivals; a slower fleet delays later turns, and
+  the delay only grows along a session;
+* the closed loop equals an open-loop replay of its own simulated
+  arrivals (so every arrival was routed in time order, whatever replicas
+  were advanced lazily), in the plain and the jumping loop;
+* hypothesis invariants: every request once, finite ordered times.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from inferasim import Workload
+from inferasim.sim import LinearCostModel, Simulator, Tier
+from inferasim.sim.closed_loop import idle_service_ms, session_links, think_times
+
+SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+LIN = LinearCostModel()  # 5 ms per step + 0.05 ms per prompt token + 0.1 ms per decoding seq
+
+
+def run(wl, **kw):
+    kw.setdefault("cost_model", LIN)
+    kw.setdefault("kv_blocks", 64)
+    return Simulator(closed_loop=True, progress=False, **kw).run(wl)
+
+
+# ------------------------------------------------------------------ hand cases
+
+
+def two_turns() -> Workload:
+    # turn 1: 32 tokens (blocks 1, 2 of 16), 3 output tokens, at 0;
+    # turn 2: 64 tokens extending it (blocks 1, 2, 3, 4), 2 output tokens, recorded at 100
+    return Workload.from_requests(
+        [0, 100], [32, 64], [3, 2], [[1, 2], [1, 2, 3, 4]], block_size=16, session_id=[5, 5]
+    )
+
+
+def test_two_turns_exact_times():
+    res = run(two_turns())
+    r = res.requests
+    # turn 1 alone: prefill 5 + 0.05 * 32 = 6.6, two decode steps of 5.1: finish 16.8
+    # think = recorded gap 100 - idle estimate 16.8 = 83.2: turn 2 arrives at 16.8 + 83.2 = 100
+    # turn 2 finds blocks 1, 2 cached: prefill 32 tokens 6.6 -> 106.6, one decode step -> 111.7
+    assert r["think_ms"].tolist()[1] == pytest.approx(83.2)
+    assert np.isnan(r["think_ms"].tolist()[0])
+    assert r["arrival_ms"].tolist() == pytest.approx([0.0, 100.0])
+    assert r["arrival_shift_ms"].tolist() == pytest.approx([0.0, 0.0], abs=1e-9)
+    assert r["cached_tokens"].tolist() == [0, 32]
+    assert r["finish_ms"].tolist() == pytest.approx([16.8, 111.7])
+    assert r["session_id"].tolist() == [5, 5] and r["turn"].tolist() == [1, 2]
+    s = res.summary()
+    assert s["sessions"] == 1
+    assert s["session_ms_p50"] == pytest.approx(111.7)
+
+
+def test_two_turns_on_a_10x_slower_fleet():
+    slow = LinearCostModel(overhead_ms=50.0, prefill_token_ms=0.5, decode_seq_ms=1.0)
+    r = run(two_turns(), cost_model=slow).requests
+    # turn 1: 50 + 16 = 66, two decode steps of 51: finish 168 > recorded gap 100,
+    # so think = max(0, 100 - 168) = 0 and turn 2 arrives at 168 (68 late);
+    # it computes 32 tokens (66) and one decode step (51): finish 168 + 117 = 285
+    assert r["think_ms"].tolist()[1] == 0.0
+    assert r["arrival_ms"].tolist() == pytest.approx([0.0, 168.0])
+    assert r["arrival_shift_ms"].tolist() == pytest.approx([0.0, 68.0])
+    assert r["finish_ms"].tolist() == pytest.approx([168.0, 285.0])
+
+
+def test_queueing_delays_the_next_turn():
+    # request 0 (another session) and turn 1 of session 7 arrive at 0; one sequence
+    # at a time: turn 1 waits 16.8 ms and finishes at 33.6; think 83.2 -> 116.8
+    wl = Workload.from_requests([0, 0, 100], [32, 32, 48], [3, 3, 1], session_id=[1, 7, 7],
+                                block_size=16)
+    r = run(wl, max_num_seqs=1, max_batched_tokens=32).requests
+    assert r["finish_ms"].tolist()[:2] == pytest.approx([16.8, 33.6])
+    assert r["arrival_ms"].tolist() == pytest.approx([0.0, 0.0, 116.8])
+    # turn 2 (48 tokens, 1 output): 32-token chunk 6.6 + 16-token chunk 5.8 -> 129.2
+    assert r["finish_ms"].tolist()[2] == pytest.approx(129.2)
+
+
+def test_a_next_turn_overtakes_a_recorded_arrival_under_lazy_advance():
+    # round_robin reads no replica state, so only the chosen replica is advanced.
+    # A1 at 0 (replica 0) finishes at 16.8; with think 0 its next turn A2 comes at
+    # 16.8, before B1 recorded at 50: A2 must take the second round-robin slot
+    # (replica 1) and B1 the third (replica 0), not the other way round.
+    wl = Workload.from_requests([0, 50, 60], [32, 32, 48], [3, 3, 1],
+                                session_id=["A", "B", "A"], block_size=16)
+    r = run(wl, replicas=2, routing="round_robin", think_time=0.0).requests
+    assert r["replica"].tolist() == [0, 0, 1]  # A1, B1, A2 (request order)
+    assert r["arrival_ms"].tolist() == pytest.approx([0.0, 50.0, 16.8])
+    # A2 alone on replica 1: 48 tokens, one output: 5 + 2.4 = 7.4 -> 24.2
+    # B1 on replica 0 at 50: 16.8 -> 66.8
+    assert r["finish_ms"].tolist() == pytest.approx([16.8, 66.8, 24.2])
+    assert r["arrival_shift_ms"].tolist() == pytest.approx([0.0, 0.0, 16.8 - 60.0])
+
+
+def test_a_rejected_turn_releases_its_next_turn_at_the_rejection():
+    # turn 1 needs 8 blocks of 16 tokens, a replica holds 4: rejected at 0;
+    # turn 2 then comes at 0 + think (the recorded gap minus turn 1's estimate,
+    # 5 + 0.05 * 100 = 10 prefill + 5.1 decode = 15.1: think 40 - 15.1 = 24.9)
+    wl = Workload.from_requests([0, 40], [100, 20], [2, 1], session_id=[1, 1], block_size=16)
+    r = run(wl, kv_blocks=4).requests
+    assert r["status"].tolist() == ["rejected", "finished"]
+    assert r["think_ms"].tolist()[1] == pytest.approx(24.9)
+    assert r["arrival_ms"].tolist() == pytest.approx([0.0, 24.9])
+
+
+def test_constant_array_and_callable_think_times():
+    wl = two_turns()
+    assert run(wl, think_time=7.0).requests["arrival_ms"].tolist()[1] == pytest.approx(23.8)
+    arr = np.array([99.0, 3.0])  # (a first turn's value is unused)
+    assert run(wl, think_time=arr).requests["arrival_ms"].tolist()[1] == pytest.approx(19.8)
+
+    def half_the_gap(later: pd.DataFrame) -> np.ndarray:
+        return later["recorded_gap_ms"].to_numpy() / 2
+
+    assert run(wl, think_time=half_the_gap).requests["arrival_ms"].tolist()[1] == pytest.approx(
+        66.8
+    )
+
+
+@pytest.mark.parametrize(
+    ("kw", "match"),
+    [
+        (dict(think_time=-1.0), "request 1 is -1.0"),
+        (dict(think_time=np.array([0.0, np.nan])), "request 1 is nan"),
+        (dict(think_time=np.zeros(3)), r"one value per request \(2\)"),
+        (dict(think_time=lambda f: [1.0, 2.0]), "returned 2 values for 1 later turns"),
+        (dict(prefill_replicas=1, decode_replicas=1), "not implemented for a disaggregated"),
+    ],
+)
+def test_bad_closed_loop_input(kw, match):
+    with pytest.raises(ValueError, match=match):
+        run(two_turns(), **kw)
+
+
+def test_think_time_without_closed_loop_and_no_sessions():
+    with pytest.raises(ValueError, match="only used with closed_loop=True"):
+        Simulator(think_time=1.0, kv_blocks=8, cost_model=LIN, progress=False).run(two_turns())
+    no_ids = Workload.from_requests([0, 1], [4, 4], [1, 1])
+    with pytest.raises(ValueError, match="session_id column"):
+        run(no_ids)
+    dup = Workload.from_requests([0, 1], [4, 4], [1, 1], session_id=[1, 1], turn=[2, 2])
+    with pytest.raises(ValueError, match="turn 2 of session 1 appears twice"):
+        run(dup)
+
+
+def test_sessions_inferred_from_hash_ids_may_branch():
+    # request 1 and 2 both extend request 0 (prompt + answer): both wait for it
+    wl = Workload.from_requests([0, 50, 60], [32, 64, 64], [3, 1, 1],
+                                [[1, 2], [1, 2, 3, 4], [1, 2, 5, 6]], block_size=16)
+    links = session_links(wl)
+    assert links.parent.tolist() == [-1, 0, 0] and links.turn.tolist() == [1, 2, 2]
+    r = run(wl, think_time=1.0).requests
+    assert r["arrival_ms"].tolist() == pytest.approx([0.0, 17.8, 17.8])
+    assert r["session_id"].tolist() == [0, 0, 0]
+
+
+# ------------------------------------------------- estimate = the engine alone
+
+
+@SETTINGS
+@given(
+    P=st.integers(1, 200),
+    out=st.integers(1, 30),
+    shared=st.integers(0, 12),
+    M=st.integers(1, 96),
+    chunked=st.booleans(),
+    costs=st.tuples(
+        st.sampled_from([0.3, 5.0]), st.sampled_from([0.0, 0.05]), st.sampled_from([0.0, 1e-3]),
+        st.sampled_from([0.0, 0.7]), st.sampled_from([0.0, 0.003]),
+    ),
+)
+def test_idle_estimate_is_the_engine_time_alone(P, out, shared, M, chunked, costs):
+    # a parent (blocks 0..shared-1 + its own) long before the child; one replica
+    # with room for everything: the child finds the shared full blocks cached
+    bs = 8
+    cost = LinearCostModel(*costs)
+    child_ids = list(range(-(-P // bs)))
+    parent_len = min(shared * bs, P)
+    parent_ids = child_ids[: -(-parent_len // bs)] if parent_len else []
+    if not parent_ids:
+        parent_len, parent_ids = 3, [1000]
+    wl = Workload.from_requests([0, 10**7], [parent_len, P], [2, out], [parent_ids, child_ids],
+                                block_size=bs, session_id=[1, 1])
+    res = Simulator(kv_blocks=10_000, cost_model=cost, max_batched_tokens=max(M, 1),
+                    max_num_seqs=1, chunked_prefill=chunked, progress=False).run(wl)
+    r = res.requests
+    links = session_links(wl)
+    gap = 10**7
+    th = think_times(wl, links, cost, max_batched_tokens=max(M, 1), chunked_prefill=chunked)
+    # think = gap - est(parent): the parent's engine time
+    assert gap - th[1] == pytest.approx(r["e2e_ms"][0], rel=1e-12, abs=1e-6)
+    # the child's estimate (with its parent's shared blocks cached) is its engine time
+    from inferasim.sim.closed_loop import _cached_blocks
+
+    cached = _cached_blocks(wl, links.parent)
+    assert cached[1] * bs == r["cached_tokens"][1]
+    est = idle_service_ms(wl, cost, cached_blocks=cached, max_batched_tokens=max(M, 1),
+                          chunked_prefill=chunked)
+    assert est[1] == pytest.approx(r["e2e_ms"][1], rel=1e-12, abs=1e-6)
+
+
+# ------------------------------------------------------------------ random sessions
+
+
+@st.composite
+def session_workloads(draw, max_n: int = 24) -> Workload:
+    """Requests in 1-5 sessions (session_id column); prompts grow turn by turn
+    (each turn's ids extend the previous turn's), with optional ids."""
+    bs = draw(st.sampled_from([4, 8]))
+    n = draw(st.integers(1, max_n))
+    k = draw(st.integers(1, 5))
+    sess = draw(st.lists(st.integers(0, k - 1), min_size=n, max_size=n))
+    gaps = draw(st.lists(st.sampled_from([0.0, 0.5, 3.0, 20.0, 60.0]), min_size=n, max_size=n))
+    arrival = np.cumsum(gaps)
+    out_len = draw(st.lists(st.integers(1, 20), min_size=n, max_size=n))
+    grow = draw(st.lists(st.integers(1, 30), min_size=n, max_size=n))
+    P, ids, last, fresh = [], [], {}, 10_000
+    for i in range(n):
+        prev_len, prev_ids = last.get(sess[i], (0, []))
+        p = prev_len + grow[i]
+        full = prev_len // bs
+        row = prev_ids[:full]
+        while len(row) < -(-p // bs):
+            row.append(fresh)
+            fresh += 1
+        P.append(p)
+        ids.append(row)
+        last[sess[i]] = (p + out_len[i], row)
+    with_ids = draw(st.booleans())
+    return Workload.from_requests(arrival, P, out_len, ids if with_ids else None,
+                                  block_size=bs, session_id=sess)
+
+
+@st.composite
+def fleets(draw) -> dict:
+    seqs = draw(st.integers(1, 6))
+    return dict(
+        replicas=draw(st.integers(1, 3)),
+        routing=draw(st.sampled_from(["round_robin", "random", "least_loaded", "cache_aware",
+                                      "kv_cost"])),
+        kv_blocks=draw(st.integers(30, 120)),
+        max_num_seqs=seqs,
+        max_batched_tokens=draw(st.integers(max(seqs, 8), 64)),
+        chunked_prefill=draw(st.booleans()),
+        seed=draw(st.integers(0, 3)),
+        cost_model=LinearCostModel(
+            overhead_ms=draw(st.sampled_from([0.3, 1.0, 5.0])),
+            prefill_token_ms=draw(st.sampled_from([0.0, 0.05])),
+            decode_seq_ms=draw(st.sampled_from([0.0, 0.7])),
+            decode_context_ms=draw(st.sampled_from([0.0, 0.003])),
+        ),
+        think_time=draw(st.sampled_from([None, None, 0.0, 4.0])),
+        timeline_ms=5.0,
+    )
+
+
+def check_invariants(wl: Workload, res) -> None:
+    r = res.requests
+    n = len(wl)
+    assert r["request_id"].tolist() == list(range(n))
+    assert set(r["status"]) <= {"finished", "rejected"}
+    assert np.isfinite(r["arrival_ms"]).all()
+    fin = r[r["status"] == "finished"]
+    for c in ("scheduled_ms", "first_token_ms", "finish_ms"):
+        assert np.isfinite(fin[c]).all()
+    assert (fin["arrival_ms"] <= fin["scheduled_ms"]).all()
+    assert (fin["scheduled_ms"] < fin["first_token_ms"]).all()
+    assert (fin["first_token_ms"] <= fin["finish_ms"]).all()
+    links = session_links(wl)
+    first = links.parent < 0
+    assert (r.loc[first, "arrival_shift_ms"] == 0).all()
+    assert r.loc[first, "think_ms"].isna().all() and r.loc[~first, "think_ms"].ge(0).all()
+    # turns never overlap: turn k+1 arrives at or after turn k finished (or was rejected)
+    par = links.parent[~first]
+    done_at = np.where(r["status"] == "finished", r["finish_ms"], r["arrival_ms"])
+    kid_arr = r["arrival_ms"].to_numpy()[~first]
+    if not kid_arr.size:
+        return
+    assert (kid_arr >= done_at[par]).all()
+    assert kid_arr == pytest.approx(done_at[par] + r["think_ms"].to_numpy()[~first], rel=0,
+                                    abs=1e-9 * (1 + np.abs(kid_arr).max()))
+
+
+@SETTINGS
+@given(wl=session_workloads(), cfg=fleets())
+def test_invariants_and_turns_never_overlap(wl, cfg):
+    check_invariants(wl, run(wl, **cfg))
+
+
+def replay_open_loop(wl: Workload, res):
+    """The same requests with the closed loop's simulated arrivals, open loop."""
+    arr = res.requests["arrival_ms"].to_numpy()
+    order = np.argsort(arr, kind="stable")  # ties: request order, as the closed loop's queue
+    rows = [wl.block_ids(int(i)).tolist() for i in order] if wl.has_hash_ids else None
+    wl2 = Workload.from_requests(arr[order], wl.input_len[order], wl.output_len[order], rows,
+                                 block_size=wl.block_size)
+    return wl2, order
+
+
+COMPARED = ["replica", "scheduled_ms", "first_token_ms", "finish_ms", "cached_tokens",
+            "computed_prefill_tokens", "preemptions", "status"]
+
+
+@SETTINGS
+@given(wl=session_workloads(), cfg=fleets())
+def test_closed_loop_equals_open_replay_of_its_arrivals(wl, cfg):
+    res = run(wl, **cfg)
+    wl2, order = replay_open_loop(wl, res)
+    cfg = {k: v for k, v in cfg.items() if k != "think_time"}
+    open_ = Simulator(progress=False, **{"kv_blocks": 64, **cfg}).run(wl2)
+    a = res.requests.iloc[order].reset_index(drop=True)[COMPARED]
+    b = open_.requests[COMPARED]
+    pd.testing.assert_frame_equal(a, b, check_exact=True)
+
+
+@SETTINGS
+@given(wl=session_workloads(), cfg=fleets())
+def test_closed_loop_jump_equals_plain_loop(wl, cfg):
+    fast = run(wl, **cfg, fast=True)
+    plain = run(wl, **cfg, fast=False)
+    pd.testing.assert_frame_equal(fast.requests, plain.requests, check_exact=True)
+    pd.testing.assert_frame_equal(fast.replicas, plain.replicas, check_exact=True)
+    pd.testing.assert_frame_equal(fast.timeline, plain.timeline, check_exact=True)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(wl=session_workloads(), cfg=fleets())
+def test_closed_loop_with_a_shared_tier_equals_open_replay(wl, cfg):
+    # a shared pool couples the replicas (advanced in global time order)
+    if not wl.has_hash_ids:
+        return
+    pool = Tier("pool", capacity_tokens=64 * wl.block_size, read_gbps=1.0, write_gbps=1.0,
+                shared=True)
+    cost = LinearCostModel(overhead_ms=1.0, prefill_token_ms=0.05, decode_seq_ms=0.1,
+                           kv_bytes_per_token=2e4)
+    cfg = {**cfg, "cost_model": cost, "tiers": [pool], "kv_blocks": 30}
+    res = run(wl, **cfg)
+    check_invariants(wl, res)
+    wl2, order = replay_open_loop(wl, res)
+    cfg.pop("think_time")
+    open_ = Simulator(progress=False, **cfg).run(wl2)
+    a = res.requests.iloc[order].reset_index(drop=True)[COMPARED]
+    pd.testing.assert_frame_equal(a, open_.requests[COMPARED], check_exact=True)
+    plain = run(wl, **cfg, think_time=res.config["think_time"], fast=False)
+    pd.testing.assert_frame_equal(res.requests, plain.requests, check_exact=True)
+
+
+@SETTINGS
+@given(wl=session_workloads())
+def test_shift_only_grows_along_a_session_without_reuse(wl):
+    # without hash ids nothing is cached, so a turn never runs faster than alone on
+    # an idle replica (its estimate): each later turn is at least as late as its
+    # previous turn, and a 10x slower fleet delays every turn at least as much
+    wl = Workload.from_requests(wl.arrival_ms, wl.input_len, wl.output_len,
+                                block_size=wl.block_size,
+                                session_id=wl.frame["session_id"].to_numpy())
+    fast = LinearCostModel(overhead_ms=1.0, prefill_token_ms=0.02, decode_seq_ms=0.1)
+    slow = LinearCostModel(overhead_ms=10.0, prefill_token_ms=0.2, decode_seq_ms=1.0)
+    links = session_links(wl)
+    later = links.parent >= 0
+    shifts = []
+    for cost in (fast, slow):
+        r = run(wl, cost_model=cost, replicas=1, max_num_seqs=4, kv_blocks=400).requests
+        s = r["arrival_shift_ms"].to_numpy()
+        assert (s[~later] == 0).all()
+        assert (s[later] >= s[links.parent[later]] - 1e-9).all()
+        shifts.append(s)
+    assert (shifts[1] >= shifts[0] - 1e-9).all()
+
+
+# ------------------------------------------------------------------ a real trace
+
+
+@pytest.fixture(scope="module")
+def conversation_slice(conversation_path) -> Workload:
+    return Workload.from_mooncake(conversation_path).head(600)
+
+
+def test_infinitely_fast_fleet_replays_the_recorded_arrivals(conversation_slice):
+    wl = conversation_slice
+    tiny = LinearCostModel(overhead_ms=1e-9, prefill_token_ms=0.0, decode_seq_ms=0.0)
+    res = run(wl, cost_model=tiny, replicas=2, kv_blocks=10**6)
+    r = res.requests
+    assert (r["turn"] > 1).sum() > 50  # the slice has many inferred later turns
+    assert np.abs(r["arrival_shift_ms"]).max() < 1e-6
+    # a 10x slower (than the default) fleet of one replica delays the later turns
+    slow = LinearCostModel(overhead_ms=50.0, prefill_token_ms=0.5, decode_seq_ms=1.0)
+    r2 = run(wl, cost_model=slow, replicas=1, kv_blocks=10**5).requests
+    later = r2["turn"] > 1
+    assert (r2.loc[~later, "arrival_shift_ms"] == 0).all()
+    assert r2.loc[later, "arrival_shift_ms"].mean() > 1000.0
+    by_turn = r2[later].groupby("turn")["arrival_shift_ms"].mean()
+    assert by_turn.iloc[-1] > by_turn.iloc[0]
+    check_invariants(wl, res)
+    check_invariants(wl, run(wl, cost_model=slow, replicas=1, kv_blocks=10**5))
