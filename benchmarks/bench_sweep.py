@@ -81,7 +81,7 @@ def main() -> None:
     t = time.perf_counter()
     cluster = LocalCluster(
         n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
-        dashboard_address=None,
+        dashboard_address="127.0.0.1:0",
     )
     client = Client(cluster)
     client.wait_for_workers(2)

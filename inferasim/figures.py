@@ -748,7 +748,14 @@ def make_figures(
 
     Examples
     --------
-    >>> make_figures("figures")  # doctest: +SKIP
+    >>> import tempfile
+    >>> wl = Workload.from_requests([0, 1, 2], [1024] * 3, [4] * 3, [[1, 2], [1, 3], [1, 2]])
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     files = make_figures(tmp, names=["trace_lengths"], formats=("png",),
+    ...                          data=FigureData(workloads={"tiny": wl}))
+    ...     [p.name for p in files["trace_lengths"]]
+    ['trace_lengths.png']
+    >>> make_figures("figures")  # every figure from the FAST'25 traces  # doctest: +SKIP
     {'trace_lengths': [PosixPath('figures/trace_lengths.pdf'), ...], ...}
     """
     specs = {s.name: s for s in FIGURES}

@@ -30,7 +30,7 @@
 # `ism.reuse` and `ism.Simulator`.
 
 # %% tags=["parameters"]
-# The simulate button replays the whole trace; under CI (QUICK) only its
+# The simulate buttons replay the whole trace; under CI (QUICK) only its
 # first 10 minutes.
 import os
 
@@ -108,6 +108,13 @@ res = sim.run(wl)
 res.requests.head()
 
 # %%
+# Pressing the widget's button (here from code) runs exactly this simulation;
+# the widget above now shows its plots, and moving a control marks them stale.
+button_run = widget.simulate()
+assert button_run.requests.equals(res.requests)
+print(f"widget.simulate(): the same {len(button_run.requests):,} requests, frame for frame, as the run above")
+
+# %%
 summary = res.summary()
 summary
 
@@ -128,5 +135,116 @@ display(
         f"that sees every request of the whole trace); TTFT is {summary['ttft_ms_p50']:,.0f} ms at the median and "
         f"{summary['ttft_ms_p99']:,.0f} ms at p99, TPOT {summary['tpot_ms_p50']:,.1f} ms at the median. "
         f"The busiest replica takes {summary['max_replica_share']:.0%} of the {len(req):,} requests."
+    )
+)
+
+# %% [markdown]
+# ## Tiers behind HBM: host DRAM per replica and a shared pool
+#
+# A replica's prefix cache lives in the HBM its model leaves free. Behind
+# it, blocks evicted from HBM can go to host DRAM (each replica its own) and
+# to a pool the whole fleet shares (Mooncake Store, LMCache); a request that
+# finds its prefix there loads it back over a link instead of recomputing
+# it. Without timing, such a hierarchy is `ism.reuse.tiered_hit_rate`: one
+# row per tier, top tier first, capacities in blocks. The HBM of one
+# replica comes from the model (Llama-3.1-8B on one H100-80GB, the
+# roofline preset); below it, 3M tokens of DRAM.
+
+# %%
+cost = ism.sim.RooflineCostModel("llama-3.1-8b", "h100-80gb")
+hbm_blocks = cost.kv_capacity_blocks(conv.block_size)  # KV blocks the model leaves free in HBM
+dram_blocks = 3_000_000 // conv.block_size
+by_tier = ism.reuse.tiered_hit_rate(conv, [hbm_blocks, dram_blocks])
+by_tier.head()
+
+# %%
+hbm_share, dram_share = by_tier["token_hit_ratio"]
+display(
+    Markdown(
+        f"One replica's HBM holds {hbm_blocks * conv.block_size:,} tokens of KV; on its own, as one cache "
+        f"that sees the whole conversation trace, it serves {hbm_share:.1%} of prompt tokens. A 3M-token "
+        f"DRAM tier behind it serves another {dram_share:.1%}, {by_tier.attrs['token_hit_ratio']:.1%} in "
+        f"all: in an exclusive LRU hierarchy (a block lives in one tier, evicted blocks move down, hits "
+        f"move up) the tiers together hit exactly like one LRU cache of their summed size, and the HBM "
+        f"takes the most recent part of that stack."
+    )
+)
+
+# %% [markdown]
+# The tiered widget, `ism.widgets.tiered_cache_sizing`, wraps exactly that:
+# the HBM slider starts at the model's KV capacity (move it to override),
+# DRAM is per replica, the pool is one capacity for the fleet. The stacked
+# view shows, against DRAM per replica, which tier serves the hits; the
+# readout gives the shares at the chosen sizes. **simulate** runs the fleet
+# twice, with the tiers and with HBM only (same trace slice as above), and
+# shows TTFT with the time spent loading blocks from the tiers included.
+
+# %%
+tiered = ism.widgets.tiered_cache_sizing(
+    traces, dram_tokens=3e6, pool_tokens=3e7, replicas=4, routing="kv_cost", sim_window_ms=WINDOW_MS
+)
+tiered
+
+# %% [markdown]
+# What the stacked view draws, as a frame (one row per DRAM size on the
+# slider; the HBM and pool as chosen) and as the figure:
+
+# %%
+stack = tiered.stack_curve()
+stack.head()
+
+# %%
+display(tiered.stack_figure)
+
+# %%
+cap, shares = tiered.capacities(), tiered.shares
+check = ism.reuse.tiered_hit_rate(conv, [cap["hbm"], cap["dram"], cap["pool"]], unit="tokens")
+assert abs(check["token_hit_ratio"].sum() - sum(shares.values())) < 1e-12
+best = stack.iloc[-1]
+display(
+    Markdown(
+        f"At {ism.style.tokens_text(cap['dram'])} tokens of DRAM per replica and a "
+        f"{ism.style.tokens_text(cap['pool'])}-token pool, one replica's hierarchy serves "
+        f"{shares['hbm']:.1%} from HBM, {shares['dram']:.1%} from DRAM and {shares['pool']:.1%} from the pool "
+        f"({sum(shares.values()):.1%} in all; `tiered_hit_rate` with the three capacities gives the same "
+        f"{check['token_hit_ratio'].sum():.1%}). With the largest DRAM on the slider "
+        f"({ism.style.tokens_text(best['dram_tokens'])} tokens) DRAM alone serves {best['dram']:.1%}."
+    )
+)
+
+# %% [markdown]
+# Pressing **simulate** (here from code) runs the fleet with these tiers,
+# DRAM over PCIe at 50 GB/s and the pool over a 25 GB/s RDMA link per
+# replica, and with HBM only.
+
+# %%
+tiered_res = tiered.simulate()
+# the first requests that loaded part of their prefix from a tier
+tiered_res.requests.query("load_ms > 0")[
+    ["replica", "ttft_ms", "cached_tokens", "hbm_hit_tokens", "dram_hit_tokens", "pool_hit_tokens", "load_ms"]
+].head()
+
+# %%
+display(tiered.sim_figure)
+
+# %%
+ts, hs = tiered.result.summary(), tiered.baseline.summary()
+display(
+    Markdown(
+        f"On {len(tiered_res.requests):,} requests "
+        f"({'the first ' + f'{WINDOW_MS / 60_000:.0f} minutes' if WINDOW_MS else 'the whole trace'}), "
+        f"4 replicas with {ism.style.label('kv_cost')} routing serve {ts['token_hit_ratio']:.1%} of prompt "
+        f"tokens from cache with the tiers (HBM {ts['hbm_token_hit_ratio']:.1%}, DRAM "
+        f"{ts['dram_token_hit_ratio']:.1%}, pool {ts['pool_token_hit_ratio']:.1%}) against "
+        f"{hs['token_hit_ratio']:.1%} with HBM only. TTFT, including a mean wait of "
+        f"{ts['load_ms_mean']:.1f} ms for loads, is {ts['ttft_ms_p50']:,.0f} ms at the median "
+        f"(HBM only: {hs['ttft_ms_p50']:,.0f} ms) and {ts['ttft_ms_p99']:,.0f} ms at p99 "
+        f"(HBM only: {hs['ttft_ms_p99']:,.0f} ms).\n\n"
+        f"The simulated pool serves {ts['pool_token_hit_ratio']:.1%} where the reuse analysis above gives "
+        f"{shares['pool']:.1%}: that analysis replays the whole trace through one replica's hierarchy, "
+        f"while the pool of the fleet only receives blocks pushed out of a full DRAM (the fullest "
+        f"replica's DRAM peaks at {tiered_res.replicas['dram_peak_tokens'].max():,} of its "
+        f"{cap['dram']:,.0f} tokens)"
+        + (" and within the slice few of those are asked for again." if WINDOW_MS else ".")
     )
 )

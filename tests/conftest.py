@@ -3,6 +3,11 @@
 Tests that need the FAST'25 traces read them from ``$INFERASIM_TRACE_DIR`` or
 ``../shared/traces/`` beside the repository. Off CI a missing trace skips the
 test; under ``CI=true`` it fails, because CI always has the traces.
+
+Hypothesis profiles: ``ci`` (selected when ``CI=true``: derandomized, so a
+run is reproducible, no deadline) and ``long`` (``INFERASIM_FUZZ=long`` or
+``INFERASIM_HYPOTHESIS=long``: many more examples, random seeds). Tests that
+set their own ``max_examples`` scale it with :func:`examples`.
 """
 
 from __future__ import annotations
@@ -12,8 +17,33 @@ from pathlib import Path
 
 import matplotlib
 import pytest
+from hypothesis import HealthCheck, settings
 
 matplotlib.use("Agg")
+
+CI = os.environ.get("CI", "").lower() == "true"
+LONG = "long" in (os.environ.get("INFERASIM_FUZZ", ""), os.environ.get("INFERASIM_HYPOTHESIS", ""))
+
+settings.register_profile(
+    "ci",
+    max_examples=100,
+    derandomize=True,
+    deadline=None,
+    print_blob=True,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+settings.register_profile(
+    "long", max_examples=2000, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
+if LONG:
+    settings.load_profile("long")
+elif CI:
+    settings.load_profile("ci")
+
+
+def examples(n: int) -> int:
+    """``n`` examples, or 20 times as many under the long profile."""
+    return n * 20 if LONG else n
 
 REPO = Path(__file__).resolve().parents[1]
 TRACE_FILES = {

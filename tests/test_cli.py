@@ -48,7 +48,10 @@ def test_every_option_has_help_and_a_visible_default(command):
         has_default = action.default is not None and action.default is not argparse.SUPPRESS
         if action.option_strings and takes_value and has_default:
             # the default shows in the help text (the formatter appends it when not stated)
-            assert str(action.default) in text or f"default: {action.default}" in text, action.dest
+            shown = action.default
+            if isinstance(shown, (list, tuple)):  # as typed on the command line: pdf png
+                shown = " ".join(map(str, shown))
+            assert str(shown) in text or f"default: {shown}" in text, action.dest
     if command == "describe":
         # generator options: default None (so "given" is detectable), real default in the help
         assert "--rate FLOAT" in text and "(default: 8.0)" in text

@@ -7,6 +7,7 @@ doctests (pytest's ``--doctest-modules`` over ``inferasim/``).
 
 from __future__ import annotations
 
+import doctest
 import importlib
 import inspect
 import pkgutil
@@ -62,3 +63,12 @@ def test_public_object_has_a_runnable_example(qualname):
     if inspect.isclass(obj) and "Protocol" in [b.__name__ for b in obj.__mro__[1:]]:
         return  # an interface: its methods are documented, not run
     assert "Examples" in doc and ">>>" in doc, f"{qualname} lacks an Examples section with >>> lines"
+    examples = doctest.DocTestParser().get_examples(doc)
+    runnable = [e for e in examples if not e.options.get(doctest.SKIP)]
+    assert runnable, f"{qualname}: every example is marked +SKIP, so none runs"
+
+
+def test_an_all_skip_example_does_not_count():
+    doc = "Examples\n--------\n>>> 1 + 1  # doctest: +SKIP\n2\n"
+    examples = doctest.DocTestParser().get_examples(doc)
+    assert examples and all(e.options.get(doctest.SKIP) for e in examples)

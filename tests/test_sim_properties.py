@@ -155,7 +155,10 @@ class _Checked:
         orig_evict = cache_mod.BlockCache.evict
         orig_start = sched_mod.Replica._start_step
         orig_complete = sched_mod.Replica._complete
+        orig_progress = sched_mod.Replica._progress
+        orig_uniform = sched_mod.Replica._uniform
         self.evicted = 0
+        self.jump_checks = 0
 
         def evict(cache, k, out=None):
             before = dict(cache.ref)
@@ -172,6 +175,12 @@ class _Checked:
             assert c.pinned == sum(1 for r in c.ref.values() if r > 0)
             assert all(r >= 0 for r in c.ref.values())
             assert len(rep.running) <= rep.max_seqs
+            # each cached block is pinned exactly by the running sequences holding it
+            holders: dict[int, int] = {}
+            for seq in rep.running:
+                for h in seq.hashed:
+                    holders[h] = holders.get(h, 0) + 1
+            assert {h: r for h, r in c.ref.items() if r} == holders, "a reference count slipped"
 
         def start(rep):
             orig_start(rep)
@@ -181,9 +190,20 @@ class _Checked:
             orig_complete(rep)
             check(rep)
 
+        def progress(rep, until):  # the decode jump applies many steps at once
+            orig_progress(rep, until)
+            check(rep)
+            self.jump_checks += 1
+
+        def uniform(rep, j, jn):
+            orig_uniform(rep, j, jn)
+            check(rep)
+
         monkeypatch.setattr(cache_mod.BlockCache, "evict", evict)
         monkeypatch.setattr(sched_mod.Replica, "_start_step", start)
         monkeypatch.setattr(sched_mod.Replica, "_complete", complete)
+        monkeypatch.setattr(sched_mod.Replica, "_progress", progress)
+        monkeypatch.setattr(sched_mod.Replica, "_uniform", uniform)
 
 
 @settings(
@@ -345,3 +365,13 @@ def test_itl_columns_bound_each_other(wl, cfg):
     assert (many["itl_ms"] == span / (many["output_len"] - 1)).all()
     assert (many["max_itl_ms"] >= many["itl_ms"] * (1 - 1e-9)).all()
     assert (many["max_itl_ms"] <= span * (1 + 1e-9)).all()
+
+
+def test_invariant_checker_sees_inside_the_jump(monkeypatch):
+    # a 200-token decode stretch cut by arrivals at 30 and 31 ms: the jump applies
+    # its steps in _progress/_uniform, which the checker wraps (issue 12)
+    wl = Workload.from_requests([0, 30, 31], [16, 16, 16], [200, 5, 5], [[1], [1], [2]], block_size=16)
+    with monkeypatch.context() as m:
+        checked = _Checked(m)
+        Simulator(kv_blocks=40, cost_model=LinearCostModel(), progress=False).run(wl)
+    assert checked.jump_checks > 0

@@ -1,6 +1,6 @@
 """inferasim.sweep on a real Dask LocalCluster: two worker processes, one thread each.
 
-The cluster binds to 127.0.0.1 only, runs no dashboard, and is started once
+The cluster (and its dashboard) binds to 127.0.0.1 only, on free ports, and is started once
 for the module and closed at its end. Under CI=true a missing ``distributed``
 fails instead of skipping (it is in the ``test`` extra).
 """
@@ -34,7 +34,7 @@ def client():
         processes=True,
         threads_per_worker=1,
         host="127.0.0.1",
-        dashboard_address=None,
+        dashboard_address="127.0.0.1:0",  # None would still open port 8787 on every interface
     )
     c = Client(cluster)
     try:

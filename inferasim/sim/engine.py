@@ -44,7 +44,22 @@ from inferasim.sim.scheduler import HANDOFF, Outputs, Replica, Seq
 from inferasim.sim.tiers import ReplicaTiers, Tier, TierStore
 from inferasim.workload import Workload
 
-__all__ = ["rejection_reasons", "simulate", "simulate_disaggregated", "tier_savings"]
+__all__ = [
+    "rejection_reasons",
+    "simulate",
+    "simulate_disaggregated",
+    "tier_savings",
+    "TIMELINE_ROWS",
+    "MIN_TIMELINE_MS",
+]
+
+#: The timeline holds at most about this many rows in all (at least 250 a
+#: replica): when a replica reaches its share, the sampling period of every
+#: replica doubles and every other sample is dropped (the grid stays regular).
+TIMELINE_ROWS = 100_000
+#: The smallest sampling period (ms) accepted; the default period (1/1000 of
+#: the arrival span) is never below it either.
+MIN_TIMELINE_MS = 1e-3
 
 _FAST_ROUTERS = (KvCostRouter, CacheAwareRouter, LeastLoadedRouter)
 
@@ -161,6 +176,8 @@ def simulate(
     if sample_ms is None:
         span = float(arrival[-1] - arrival[0]) if n else 0.0
         sample_ms = span / 1000.0 if span > 0 else 1000.0
+        if sample_ms < MIN_TIMELINE_MS:
+            sample_ms = MIN_TIMELINE_MS
     t0 = float(arrival[0]) if n else 0.0
 
     reps = [
@@ -182,11 +199,14 @@ def simulate(
         )
         for r in range(num_replicas)
     ]
+    tl_cap = max(250, TIMELINE_ROWS // num_replicas)
     for rep in reps:
         rep.next_sample = rep.clock = t0
         rep.sample_i = 0
         rep.t0 = t0
         rep.coupled = coupled
+        rep.peers = reps
+        rep.tl_cap = tl_cap
     current: list[Any] = [[], 0, 0.0, 0]  # ids, limit, time, input_len of the request
     views = tuple(ReplicaView(rep, current) for rep in reps)
     if isinstance(router, KvCostRouter):
@@ -408,6 +428,7 @@ def simulate(
     for rep in reps:
         if rep.next_sample < stop:
             rep._emit(stop)
+    check_outputs(out, arrival, reasons, reps, capacity)
     return RunOutput(
         out=out,
         reasons=reasons,
@@ -548,6 +569,8 @@ def simulate_disaggregated(
     if sample_ms is None:
         span = float(arrival[-1] - arrival[0]) if n else 0.0
         sample_ms = span / 1000.0 if span > 0 else 1000.0
+        if sample_ms < MIN_TIMELINE_MS:
+            sample_ms = MIN_TIMELINE_MS
     t0 = float(arrival[0]) if n else 0.0
 
     def make(r: int, role: str) -> Replica:
@@ -578,6 +601,10 @@ def simulate_disaggregated(
 
     pre = [make(r, "prefill") for r in range(P_n)]
     dec = [make(P_n + r, "decode") for r in range(D_n)]
+    tl_cap = max(250, TIMELINE_ROWS // (P_n + D_n))
+    for rep in pre + dec:  # one timeline grid for the fleet, capped (see TIMELINE_ROWS)
+        rep.peers = pre + dec
+        rep.tl_cap = tl_cap
     links = [Link(handoff_gbps, handoff_latency_us) for _ in range(P_n)]
     current: list[Any] = [[], 0, 0.0, 0]
     views = tuple(ReplicaView(rep, current, links[r], kv_bytes_per_token) for r, rep in enumerate(pre))
@@ -830,6 +857,7 @@ def simulate_disaggregated(
     for rep in reps:
         if rep.next_sample < stop:
             rep._emit(stop)
+    check_outputs(out, arrival, reasons, reps, capacity)
     return RunOutput(
         out=out,
         reasons=reasons,
@@ -839,3 +867,47 @@ def simulate_disaggregated(
         shared=shared,
         arrival=sim_arr,
     )
+
+
+def check_outputs(
+    out: Outputs, arrival: np.ndarray, reasons: dict[int, str], reps: list[Replica], capacity: int
+) -> None:
+    """The run's invariants, checked once at its end (vectorised, cheap).
+
+    Every request not rejected finished, with finite times ordered
+    ``arrival <= scheduled <= first_token <= finish``; no replica held more
+    KV blocks than its capacity. A violation is a bug (or a cost model whose
+    finite step times overflow): an error naming the first bad request,
+    never a frame with bad rows.
+
+    Examples
+    --------
+    >>> o = Outputs(1)
+    >>> o.scheduled[0], o.first_token[0], o.finish[0] = 1.0, 2.0, 3.0
+    >>> check_outputs(o, np.array([0.0]), {}, [], 8)
+    >>> o.finish[0] = float("nan")
+    >>> check_outputs(o, np.array([0.0]), {}, [], 8)
+    Traceback (most recent call last):
+    ...
+    RuntimeError: internal error: request 0 has times arrival=0.0, scheduled=1.0, first_token=2.0, finish=nan ...
+    """
+    sched = np.frombuffer(out.scheduled, dtype=np.float64)
+    first = np.frombuffer(out.first_token, dtype=np.float64)
+    fin = np.frombuffer(out.finish, dtype=np.float64)
+    ok = (arrival <= sched) & (sched <= first) & (first <= fin) & (fin < math.inf)
+    if reasons:
+        ok[list(reasons)] = True
+    if not ok.all():
+        i = int(np.flatnonzero(~ok)[0])
+        raise RuntimeError(
+            f"internal error: request {i} has times arrival={float(arrival[i])!r}, "
+            f"scheduled={float(sched[i])!r}, first_token={float(first[i])!r}, "
+            f"finish={float(fin[i])!r} (not finite and ordered); "
+            "no result frames were built (a cost model whose step times sum beyond float64 "
+            "range gives this too)"
+        )
+    for rep in reps:
+        if rep.peak_kv > capacity:
+            raise RuntimeError(
+                f"internal error: replica {rep.index} held {rep.peak_kv} KV blocks, capacity {capacity}"
+            )

@@ -63,6 +63,10 @@ HANDOFF, READY = 5, 6
 # than one array call's fixed overhead); the cost protocol makes both equal.
 _SCALAR_STEPS = 64
 
+# Block sizes above this keep the decode group's phase histogram in a dict
+# (sized by the phases in use, not by the block size: 2**24 would be 128 MiB).
+_DENSE_PHASES = 1 << 16
+
 # A stretch runs through at most this many finishes (each costs a little Python;
 # 2 when the replica's last stretch ran at most 64 steps).
 _MAX_FINISHES = 8
@@ -97,6 +101,31 @@ def _smallest_valid(
             if c < n:
                 heapq.heappush(cand, (heap[c], c))
     return out
+
+
+class _SparsePhases(dict):  # type: ignore[type-arg]
+    """A histogram indexed ``0..n-1`` like ``array("q")``, storing only used entries."""
+
+    def __init__(self, n: int) -> None:
+        super().__init__()
+        self.n = n
+
+    def __missing__(self, key: int) -> int:
+        return 0
+
+    def __getitem__(self, key: Any) -> Any:
+        if isinstance(key, slice):
+            get = dict.get
+            return array("q", [get(self, i, 0) for i in range(*key.indices(self.n))])
+        return dict.get(self, key, 0)
+
+
+def _bad_step(cost: Any, dt: Any, pt: Any, pa: Any, b: Any, s: Any) -> ValueError:
+    return ValueError(
+        f"cost model {cost!r} returned a step time of {dt!r} ms for step_time_ms("
+        f"prefill_tokens={pt!r}, prefill_attention={pa!r}, decode_seqs={b!r}, "
+        f"decode_context={s!r}); step times must be finite and >= 0"
+    )
 
 
 class Seq:
@@ -216,6 +245,7 @@ class Replica:
         self.finished: list[int] = []
         self.stalled = False  # work waits but nothing can run (KV held or reserved)
         self.n_ready = 0  # delivered sequences in the waiting queue
+        self.cost_model = cost
         self.cost = cost.step_time_ms
         run = getattr(cost, "_decode_run", None)
         self.decode_run = run if callable(run) else self._decode_run
@@ -248,7 +278,9 @@ class Replica:
         self.B = 0
         self.S = 0
         self.D = 0
-        self.phase = array("q", [0]) * block_size
+        self.phase: Any = (
+            array("q", [0]) * block_size if block_size <= _DENSE_PHASES else _SparsePhases(block_size)
+        )
         self.heap: list[tuple[int, int, int, Seq]] = []
         # end time of decode step d (d = 1, 2, ...; index 0 unused) and the decode
         # episodes (request, d_join, d_leave, time of the token before d_join + 1):
@@ -304,6 +336,8 @@ class Replica:
         self.sample_i = 0
         self.next_sample = 0.0
         self.tl: list[tuple[float, int, int, int, int]] = []
+        self.peers: list[Replica] = [self]  # replicas sharing the timeline grid
+        self.tl_cap = 1 << 62  # samples per replica before the grid coarsens
 
     # ---------------------------------------------------------------- observe
     @property
@@ -313,7 +347,9 @@ class Replica:
 
     def _emit(self, t: float) -> None:
         """Record timeline samples strictly before ``t`` with the current state."""
-        tl, period = self.tl, self.period
+        tl = self.tl
+        if self.sample_i + (t - self.next_sample) / self.period >= self.tl_cap:
+            self._fit(t)
         row = (
             len(self.waiting),
             len(self.running),
@@ -325,7 +361,33 @@ class Replica:
         while self.next_sample < t:
             tl.append((self.next_sample, *row))
             self.sample_i += 1
-            self.next_sample = self.t0 + self.sample_i * period
+            if self.sample_i >= self.tl_cap:
+                self._coarsen()
+            self.next_sample = self.t0 + self.sample_i * self.period
+
+    def _fit(self, t: float) -> None:
+        """Coarsen the grid up front when sampling up to ``t`` would pass the cap."""
+        need = self.sample_i + (t - self.next_sample) / self.period
+        if need >= self.tl_cap and need < math.inf:
+            factor = 2
+            while need / factor >= self.tl_cap:
+                factor *= 2
+            self._coarsen(factor)
+
+    def _coarsen(self, factor: int = 2) -> None:
+        """Multiply every replica's sampling period by ``factor`` (a power of two),
+        keeping every ``factor``-th sample.
+
+        Row ``k`` of a replica's timeline is sample ``k`` of the grid
+        ``t0 + k * period``, so keeping the rows ``k % factor == 0`` leaves the
+        grid of ``factor`` times the period: the timeline stays regular and the
+        same on all replicas, and never exceeds ``tl_cap`` rows a replica.
+        """
+        for rep in self.peers:
+            rep.tl[:] = rep.tl[::factor]
+            rep.sample_i = len(rep.tl)
+            rep.period *= factor
+            rep.next_sample = rep.t0 + rep.sample_i * rep.period
 
     # ---------------------------------------------------------------- driving
     def arrive(self, seq: Seq, t: float) -> None:
@@ -492,7 +554,11 @@ class Replica:
                 pt += n
                 pa += n * seq.computed + n * (n + 1) // 2
             self.cur_chunks = chunks
-            self.step_end = t + float(self.cost(pt, pa, B, self.S))
+            dt = float(self.cost(pt, pa, B, self.S))
+            e = t + dt
+            if not (dt >= 0.0 and e < math.inf):  # NaN fails too; the end must be finite
+                raise _bad_step(self.cost_model, dt, pt, pa, B, self.S)
+            self.step_end = e
             return
         self.cur_chunks = []
         # After a preemption, or an eviction while requests wait (it can shorten
@@ -757,7 +823,7 @@ class Replica:
             K = cap
         if K == 1:
             self.p_K = 0
-            self.step_end = self.decode_run([], t, B, S, 1)
+            self.step_end = self._checked_run([], t, B, S, 1)
             return
         # new blocks of steps 1..K-1: decode step d allocates phase[d % bs], minus the
         # sequences that finished before it
@@ -766,6 +832,8 @@ class Replica:
         lo = (D + 1) % bs
         if lo + K - 1 <= bs:
             counts = phase[lo : lo + K - 1]  # (an array.array copy)
+        elif K - 1 <= bs:  # wraps once: O(K), also for a sparse histogram
+            counts = phase[lo:] + phase[: lo + K - 1 - bs]
         else:
             counts = ((phase[lo:] + phase[:lo]) * -(-(K - 1) // bs))[: K - 1]
         for f, seq in fins:
@@ -779,7 +847,7 @@ class Replica:
             K = bisect_right(cum, limit) + 1
             if K == 1:
                 self.p_K = 0
-                self.step_end = self.decode_run([], t, B, S, 1)
+                self.step_end = self._checked_run([], t, B, S, 1)
                 return
             fins = [x for x in fins if x[0] < K - 1]
         if fins:
@@ -811,10 +879,21 @@ class Replica:
         context (step ``j``) after ``e``; return the last (any cost model)."""
         cost = self.cost
         for _ in range(k):
-            e += float(cost(0, 0, b, s))
+            dt = float(cost(0, 0, b, s))
+            if not 0.0 <= dt < math.inf:
+                raise _bad_step(self.cost_model, dt, 0, 0, b, s)
+            e += dt
             ends.append(e)
             s += b
         return e
+
+    def _checked_run(self, ends: list[float], e: float, b: int, s: int, k: int) -> float:
+        """:attr:`decode_run` (possibly the cost model's own) with its end checked:
+        finite and not before ``e`` (each step of our own run is checked too)."""
+        end = self.decode_run(ends, e, b, s, k)
+        if not e <= end < math.inf:
+            raise _bad_step(self.cost_model, f"{end - e!r} in total over {k} step(s)", 0, 0, b, s)
+        return end
 
     def _decode_dt(self, b: np.ndarray, c: np.ndarray) -> np.ndarray:
         """Times of decode steps of ``b`` sequences with ``c`` context (any cost model)."""
@@ -865,10 +944,16 @@ class Replica:
                 b_arr = np.full(target - L, B0, dtype=np.int64)
                 s_arr = S0 + B0 * jj
             dt = self.decode_dt(b_arr, s_arr)
+            if not (dt.min() >= 0.0 and dt.max() < math.inf):  # NaN fails both
+                i = int(np.flatnonzero(~((dt >= 0.0) & (dt < math.inf)))[0])
+                raise _bad_step(self.cost_model, float(dt[i]), 0, 0, int(b_arr[i]), int(s_arr[i]))
             dt[0] += e
-            ends.extend(dt.cumsum().tolist())
+            dt = dt.cumsum()
+            if not dt[-1] < math.inf:
+                raise _bad_step(self.cost_model, "a run summing beyond float64", 0, 0, B0, S0)
+            ends.extend(dt.tolist())
             return
-        run = self.decode_run
+        run = self._checked_run
         while L < target:
             while gi < nf and fins[gi][0] < L:
                 g += 1
@@ -1053,6 +1138,7 @@ class Replica:
         kv0 = self.n_private + cache.pinned
         ev0 = cache.evictable
         q, r = len(self.waiting), len(self.running)
+        self._fit(stop)
         while self.next_sample < stop:
             s = self.next_sample
             i = bisect_right(ends, s)
@@ -1063,6 +1149,8 @@ class Replica:
             else:
                 self.tl.append((s, q, r, kv0 + extra, ev0 - evicted, *self.tiers.sizes()))
             self.sample_i += 1
+            if self.sample_i >= self.tl_cap:
+                self._coarsen()
             self.next_sample = self.t0 + self.sample_i * self.period
 
     def _complete(self) -> None:

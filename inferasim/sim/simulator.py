@@ -11,7 +11,7 @@ import numpy as np
 
 from inferasim.sim.admission import make_admission
 from inferasim.sim.cache import EVICTION_POLICIES
-from inferasim.sim.engine import simulate, simulate_disaggregated
+from inferasim.sim.engine import MIN_TIMELINE_MS, simulate, simulate_disaggregated
 from inferasim.sim.result import SimResult
 from inferasim.sim.router import make_router
 from inferasim.sim.tiers import Tier, check_tiers
@@ -62,8 +62,11 @@ class Simulator:
     seed : int, default 0
         Seed of random routing and softmax sampling.
     timeline_ms : float, optional
-        Sampling period of :attr:`SimResult.timeline`; default 1/1000 of the
-        arrival span.
+        Sampling period of :attr:`SimResult.timeline` (at least 0.001 ms);
+        default 1/1000 of the arrival span (at least 0.001 ms). The timeline
+        is capped at about 100,000 rows (at least 250 a replica): a run that
+        would sample more doubles the period, keeping every other sample,
+        until it fits; ``config["timeline_ms"]`` holds the period used.
     progress : bool, default True
         Show a progress bar (``tqdm.auto``) on runs longer than a second.
     fast : bool, default True
@@ -258,6 +261,14 @@ class Simulator:
                     raise ValueError(f"{name} must be a finite number > 0, got {v!r}")
         if self.kv_blocks is not None:
             positive_int("kv_blocks")
+            if self.kv_blocks >= 2**62:
+                raise ValueError(
+                    f"kv_blocks must be < 2**62, got {self.kv_blocks!r} "
+                    "(any count above the blocks a workload can touch already means unbounded)"
+                )
+        for name in ("replicas", "max_num_seqs", "max_batched_tokens"):
+            if getattr(self, name) >= 2**62:
+                raise ValueError(f"{name} must be < 2**62, got {getattr(self, name)!r}")
         if self.max_batched_tokens < self.max_num_seqs:
             raise ValueError(
                 f"max_batched_tokens ({self.max_batched_tokens}) must be >= max_num_seqs "
@@ -265,8 +276,14 @@ class Simulator:
             )
         if self.eviction not in EVICTION_POLICIES:
             raise ValueError(f"eviction must be one of {EVICTION_POLICIES}, got {self.eviction!r}")
-        if self.timeline_ms is not None and not self.timeline_ms > 0:
-            raise ValueError(f"timeline_ms must be > 0, got {self.timeline_ms!r}")
+        if self.timeline_ms is not None and not (
+            isinstance(self.timeline_ms, numbers.Real)
+            and not isinstance(self.timeline_ms, bool)
+            and MIN_TIMELINE_MS <= self.timeline_ms < math.inf
+        ):
+            raise ValueError(
+                f"timeline_ms must be a finite number >= {MIN_TIMELINE_MS} ms, got {self.timeline_ms!r}"
+            )
         check_tiers(self.tiers)
         if self.load_policy not in ("faster", "always"):
             raise ValueError(
@@ -400,6 +417,7 @@ class Simulator:
             else repr(self.admission),
             "slo_ttft_ms": self.slo_ttft_ms,
             "slo_tpot_ms": self.slo_tpot_ms,
+            "timeline_ms": run.replicas[0].period if run.replicas else self.timeline_ms,
         }
         if self.closed_loop:
             config["closed_loop"] = True

@@ -192,8 +192,20 @@ def hit_rate_vs_capacity(
             range(len(tasks)),
             key=lambda i: (tasks[i][1] == "lru", -tasks[i][2].hash_ids.size),
         )
-        futures = {i: executor.submit(policy_curve, tasks[i][2], tasks[i][3], tasks[i][1]) for i in order}
-        curves = [futures[i].result() for i in range(len(tasks))]
+        # A policy without the stack property replays each capacity on its own:
+        # one task a capacity keeps every worker busy to the end (same rows).
+        futures = {
+            i: [
+                executor.submit(policy_curve, tasks[i][2], part, tasks[i][1])
+                for part in (
+                    [tasks[i][3]] if tasks[i][1] in ("lru", *_MONOTONE) else np.split(tasks[i][3], len(tasks[i][3]))
+                )
+            ]
+            for i in order
+        }
+        curves = [
+            pd.concat([f.result() for f in futures[i]], ignore_index=True) for i in range(len(tasks))
+        ]
     frames = [
         curve.assign(trace=name, policy=policy)
         for (name, policy, _wl, _grid), curve in zip(tasks, curves, strict=True)

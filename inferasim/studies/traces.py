@@ -88,6 +88,10 @@ def load_traces(
 
     Examples
     --------
+    >>> import tempfile
+    >>> with tempfile.TemporaryDirectory() as empty:  # toolagent is optional: absent, left out
+    ...     load_traces(empty, names=["toolagent"])
+    {}
     >>> load_traces(names=["conversation"])  # doctest: +SKIP
     {'conversation': Workload from conversation_trace.jsonl: 12,031 requests, ...}
     """

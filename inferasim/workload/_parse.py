@@ -159,7 +159,7 @@ _TINY = re.compile(rb"(-?[0-9]+(?:\\.[0-9]*)?[eE]-[0-9]{3,})")
 
 def _check_underflow(data: bytes, source: str) -> None:
     """Reject a JSON number written non-zero that float64 reads as zero (``1e-400``)."""
-    if _TINY.search(data) is None:  # one regex pass; almost every file stops here
+    if b"e-" not in data and b"E-" not in data:  # a byte search; almost every file stops here
         return
     for match in _TINY.finditer(data):
         token = match.group(1)

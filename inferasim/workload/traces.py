@@ -357,6 +357,8 @@ def find_trace(name: str, *, download: bool = True, verify: bool = True) -> Path
 
     Examples
     --------
+    >>> "conversation" in TRACES
+    True
     >>> find_trace("conversation").name  # doctest: +SKIP
     'conversation_trace.jsonl'
     """
@@ -570,6 +572,8 @@ def download_trace(
 
     Examples
     --------
+    >>> sorted(TRACES)  # the names it can fetch
+    ['arxiv', 'conversation', 'mooncake', 'synthetic', 'toolagent']
     >>> download_trace("conversation")  # doctest: +SKIP
     PosixPath('/root/.cache/inferasim/traces/conversation_trace.jsonl')
     """
