@@ -262,6 +262,7 @@ def simulate(
             active[j] = rep.n_private + rep.cache.pinned + rep.queued_blocks
 
     closed = parent is not None
+    sim_arr: np.ndarray | None = None
     if closed:
         children: dict[int, list[int]] = {}
         for j, p_j in enumerate(parent.tolist()):
@@ -428,7 +429,7 @@ def simulate(
     for rep in reps:
         if rep.next_sample < stop:
             rep._emit(stop)
-    check_outputs(out, arrival, reasons, reps, capacity)
+    check_outputs(out, arrival if sim_arr is None else sim_arr, reasons, reps, capacity)
     return RunOutput(
         out=out,
         reasons=reasons,
@@ -857,7 +858,7 @@ def simulate_disaggregated(
     for rep in reps:
         if rep.next_sample < stop:
             rep._emit(stop)
-    check_outputs(out, arrival, reasons, reps, capacity)
+    check_outputs(out, arrival if sim_arr is None else sim_arr, reasons, reps, capacity)
     return RunOutput(
         out=out,
         reasons=reasons,
