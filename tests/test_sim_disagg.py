@@ -222,3 +222,49 @@ def test_compare_topologies_rows_are_the_runs_they_name():
         assert df.loc[2, col] == split[col]
     with pytest.raises(ValueError, match="adding up to gpus=3"):
         compare_topologies(wl, gpus=3, splits=[(1, 1)], **kw)
+
+
+def test_layerwise_handoff_of_a_preempted_prefill_is_called_off():
+    # Found by hypothesis (jump_equals_plain_loop): 13 requests at 0, block size 4,
+    # 27 blocks on each instance, 23-token chunks. A layerwise handoff reserves its
+    # decode blocks when its prefill starts; here such a prefill (request 2) is
+    # preempted on the prefill instance while request 1's finished prompt (20
+    # blocks) is pinned there waiting for decode room that request 2's reservation
+    # (8 blocks of 27) holds: request 2 can't be recomputed before request 1
+    # leaves, request 1 can't leave before request 2 is delivered. The preemption
+    # must call the handoff off (stop the transfer, free the reservation; it
+    # starts again with the recompute): then every request finishes, in both loops.
+    inp = [37, 80, 29, 32, 32, 37, 58, 57, 68, 23, 19, 71, 3]
+    outp = [37, 12, 7, 10, 20, 20, 1, 30, 17, 39, 27, 39, 21]
+    ids, h = [], 10000
+    for n in inp:  # distinct blocks (no prefix sharing)
+        ids.append(list(range(h, h + -(-n // 4))))
+        h += len(ids[-1])
+    wl = Workload.from_requests([0.0] * 13, inp, outp, hash_ids=ids, block_size=4)
+    cost = LinearCostModel(
+        overhead_ms=1.0,
+        prefill_token_ms=0.0,
+        prefill_attention_ms=0.0,
+        decode_seq_ms=0.7,
+        decode_context_ms=0.0,
+        kv_bytes_per_token=1e6,
+    )
+    kw = dict(
+        kv_blocks=27,
+        max_num_seqs=6,
+        max_batched_tokens=23,
+        eviction="fifo",
+        seed=2,
+        cost_model=cost,
+        timeline_ms=0.7,
+        handoff_gbps=1.0,
+        handoff_latency_us=50.0,
+        layerwise=True,
+    )
+    fast, plain = run(wl, fast=True, **kw), run(wl, fast=False, **kw)
+    req = fast.requests
+    # request 11 never fits (71 + 39 tokens: 28 blocks > 27); every other one finishes
+    assert req["status"].tolist() == ["finished"] * 11 + ["rejected", "finished"]
+    pd.testing.assert_frame_equal(fast.requests, plain.requests, check_exact=True)
+    pd.testing.assert_frame_equal(fast.replicas, plain.replicas, check_exact=True)
+    pd.testing.assert_frame_equal(fast.timeline, plain.timeline, check_exact=True)

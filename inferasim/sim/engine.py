@@ -633,7 +633,7 @@ def simulate_disaggregated(
 
     waiting_room: list[tuple[Seq, int]] = []  # handoffs waiting for decode room, FCFS
     # in flight: (link, transfer id) -> [seq, prefill index, decode index, prefill done?,
-    # transfer done?]
+    # transfer done?, transfer id]
     flight: dict[tuple[int, int], list[Any]] = {}
     by_seq: dict[int, list[Any]] = {}  # request id -> its flight record (layerwise)
 
@@ -656,7 +656,7 @@ def simulate_disaggregated(
         dec[d].reserve(need)
         tid = links[p].start(t, seq.prompt * kv_bytes_per_token)
         out.xfer_start[seq.rid] = t
-        rec = [seq, p, d, done, False]
+        rec = [seq, p, d, done, False, tid]
         flight[(p, tid)] = rec
         by_seq[seq.rid] = rec
         return True
@@ -668,6 +668,24 @@ def simulate_disaggregated(
         dec[d].advance(t)
         dec[d].deliver(seq, t)
         del by_seq[seq.rid]
+
+    def call_off(seq: Seq, t: float) -> None:
+        # a layerwise handoff whose prefill was preempted at t (its KV is gone):
+        # the transfer stops and the decode reservation is freed, so the room
+        # goes to others (a sequence that can't recompute while it holds room the
+        # one pinning its prefill instance's memory waits for would deadlock);
+        # the handoff starts again with the recompute
+        nonlocal waiting_room
+        rec = by_seq.pop(seq.rid, None)
+        if rec is None:
+            waiting_room = [(s, p) for s, p in waiting_room if s is not seq]
+            return
+        p, d, tid = rec[1], rec[2], rec[5]
+        if not rec[4]:
+            links[p].cancel(t, tid)
+            del flight[(p, tid)]
+        dec[d].advance(t)
+        dec[d].unreserve(-(-(seq.prompt + 1) // bs), t)
 
     closed = parent is not None
     queue: list[tuple[float, int]] = []
@@ -741,7 +759,10 @@ def simulate_disaggregated(
         while early < len(events) and events[early][2] < T:
             early += 1
         for done, seq, te, p in events[:early]:
-            if layerwise and not done and not place(seq, p, te, False):
+            if done is None:
+                if layerwise:
+                    call_off(seq, te)
+            elif layerwise and not done and not place(seq, p, te, False):
                 waiting_room.append((seq, p))
         # 2. transfers delivered by T
         for p, link in enumerate(links):
@@ -762,6 +783,10 @@ def simulate_disaggregated(
                     still.append((seq, p))
             waiting_room = still
         for done, seq, te, p in events[early:]:
+            if done is None:
+                if layerwise:
+                    call_off(seq, te)
+                continue
             if not done:  # the prefill starts: with layerwise, the KV streams out
                 if layerwise and not place(seq, p, te, False):
                     waiting_room.append((seq, p))

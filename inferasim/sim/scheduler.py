@@ -238,7 +238,8 @@ class Replica:
         # "both" (aggregated), "prefill" (hands sequences off after their first
         # token, see handoffs) or "decode" (receives them through deliver)
         self.role = role
-        self.handoffs: list[tuple[bool, Seq, float]] = []  # (prefill done?, seq, time)
+        # (prefill done? (None: preempted), seq, time)
+        self.handoffs: list[tuple[bool | None, Seq, float]] = []
         # closed loop: the engine's requests whose finish it waits for, and those
         # finished since it last looked
         self.watch: set[int] | None = None
@@ -483,6 +484,8 @@ class Replica:
         self.preemptions += 1
         self.out.preemptions[seq.rid] += 1
         self.waiting.appendleft(seq)
+        if self.role == "prefill" and seq.output > 1:  # its KV is gone: so is its handoff
+            self.handoffs.append((None, seq, self.clock))
 
     def _start_step(self) -> None:
         t = self.clock
@@ -654,8 +657,8 @@ class Replica:
                 out.scheduled[rid] = t
                 out.cached_blocks[rid] = m
                 out.cached_tokens[rid] = c
-                if self.role == "prefill" and seq.output > 1:
-                    self.handoffs.append((False, seq, t))
+            if self.role == "prefill" and seq.output > 1:  # (again after a preemption)
+                self.handoffs.append((False, seq, t))
         if len(running) > self.peak_running:
             self.peak_running = len(running)
         return need
@@ -1269,6 +1272,22 @@ class Replica:
         kv = self.n_private + self.cache.pinned
         if kv > self.peak_kv:
             self.peak_kv = kv
+
+    def unreserve(self, n: int, t: float) -> None:
+        """Free ``n`` blocks reserved for a handoff that was called off at ``t``
+        (decode instance; after ``advance(t)``)."""
+        if self.next_sample < t:
+            self._emit(t)
+        if self.p_K:  # the stretch priced its allocations on the old free memory
+            self.p_K = self.p_pos + 1
+            self.h_weak = self.step_end
+            self.h_strict = math.inf
+        self.n_private -= n
+        if self.stalled:
+            self.stalled = False
+            self.clock = t
+            self.busy = True
+            self.busy_start = t
 
     def deliver(self, seq: Seq, t: float) -> None:
         """A handed-off sequence's KV arrived at ``t`` (decode instance; after
