@@ -78,6 +78,29 @@ class RunOutput:
     sessions: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None  # id, turn, think
 
 
+
+def replica_index(r: Any, rid: int, n: int, what: str = "") -> int:
+    """The router's answer for request ``rid`` as a replica index in ``[0, n)``.
+
+    Examples
+    --------
+    >>> replica_index(1, 0, 2)
+    1
+    >>> replica_index(2, 7, 2, " (a prefill instance)")
+    Traceback (most recent call last):
+    ...
+    ValueError: routing returned 2 for request 7; expected an int in [0, 2) (a prefill instance)
+    """
+    try:
+        r = operator.index(r)
+        if not 0 <= r < n:
+            raise IndexError
+    except (TypeError, IndexError):
+        raise ValueError(
+            f"routing returned {r!r} for request {rid}; expected an int in [0, {n}){what}"
+        ) from None
+    return r
+
 def rejection_reasons(wl: Workload, capacity: int) -> dict[int, str]:
     """Requests that can never run on a replica, with the reason.
 
@@ -371,16 +394,7 @@ def simulate(
             current[1] = limit
             current[2] = a
             current[3] = p
-            r = router(Request(i, a, p, O_l[i], tuple(ids)), views)
-            try:
-                r = operator.index(r)
-                if not 0 <= r < num_replicas:
-                    raise IndexError
-            except (TypeError, IndexError):
-                raise ValueError(
-                    f"routing returned {r!r} for request {i}; expected an int "
-                    f"in [0, {num_replicas})"
-                ) from None
+            r = replica_index(router(Request(i, a, p, O_l[i], tuple(ids)), views), i, num_replicas)
         rep = reps[r]
         rep.advance(a)
         if admission is not None:
@@ -836,16 +850,7 @@ def simulate_disaggregated(
             current[2] = a
             current[3] = p_len
             req = Request(i, a, p_len, O_l[i], tuple(ids))
-            r = router(req, views)
-            try:
-                r = operator.index(r)
-                if not 0 <= r < P_n:
-                    raise IndexError
-            except (TypeError, IndexError):
-                raise ValueError(
-                    f"routing returned {r!r} for request {i}; expected an int "
-                    f"in [0, {P_n}) (a prefill instance)"
-                ) from None
+            r = replica_index(router(req, views), i, P_n, " (a prefill instance)")
             rep = pre[r]
             rep.advance(a)
             if admission is not None:
