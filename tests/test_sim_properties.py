@@ -318,7 +318,11 @@ def test_roofline_private_decode_paths_are_bit_identical(model, gpu, tp):
     from inferasim.sim import RooflineCostModel
 
     m = RooflineCostModel(model, gpu, tp=tp)
-    for b, s, k in [(1, 0, 5), (7, 1000, 40), (64, 64 * 4000, 30), (0, 0, 2), (300, 5, 3)]:
+    # step by step (k <= 3), from the per-batch-size table summed by accumulate or by
+    # cumsum (k > 96), the table grown below and above what it held (b = 7 again)
+    cases = [(1, 0, 5), (7, 1000, 40), (64, 64 * 4000, 30), (0, 0, 2), (300, 5, 3), (3, 50, 300)]
+    cases += [(7, 10, 50), (7, 900_000, 20), (7, 1000, 40)]
+    for b, s, k in cases:
         ends: list[float] = []
         last = m._decode_run(ends, 12.5, b, s, k)
         e = 12.5
@@ -329,6 +333,28 @@ def test_roofline_private_decode_paths_are_bit_identical(model, gpu, tp):
         bs = np.array([b, b + 1, 0, 3], dtype=np.int64)
         cs = np.array([s, s + 7, 0, 10**9], dtype=np.int64)
         assert np.array_equal(m._decode_dt(bs, cs), m.step_time_ms(0, 0, bs, cs))
+    assert m._dt_tables  # the table path ran
+    # the table is a cache: not pickled, rebuilt the same
+    import pickle
+
+    m2 = pickle.loads(pickle.dumps(m))
+    assert m2._dt_tables == {} and m2._dt_size == 0
+    ends2: list[float] = []
+    assert m2._decode_run(ends2, 12.5, 7, 1000, 40) == m._decode_run([], 12.5, 7, 1000, 40)
+
+
+def test_roofline_decode_table_cap_falls_back_to_the_loop(monkeypatch):
+    # Past the table's size cap a run is priced step by step: the same ends.
+    from inferasim.sim import RooflineCostModel, roofline
+
+    runs = [(5, 3000, 200), (9, 70_000, 50)]
+    full = RooflineCostModel()
+    want = [full._decode_run([], 3.0, b, s, k) for b, s, k in runs]
+    monkeypatch.setattr(roofline, "_TABLE_MAX_ENTRIES", 100)
+    capped = RooflineCostModel()
+    ends: list[float] = []
+    assert [capped._decode_run(ends, 3.0, b, s, k) for b, s, k in runs] == want
+    assert capped._dt_tables == {} and len(ends) == 250
 
 
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import warnings
+from itertools import accumulate
 from typing import Any
 
 import numpy as np
@@ -34,6 +35,10 @@ __all__ = ["RooflineCostModel"]
 
 _ARG_NAMES = ("prefill_tokens", "prefill_attention", "decode_seqs", "decode_context")
 _INF = float("inf")
+# decode runs longer than this read step times from a per-batch-size table
+_TABLE_MIN_STEPS = 3
+# at most this many table entries (8 bytes each) per model; past it runs are priced step by step
+_TABLE_MAX_ENTRIES = 1 << 22
 
 
 class RooflineCostModel:
@@ -264,6 +269,9 @@ class RooflineCostModel:
         # (when the weights do not fit, kv_capacity_blocks raises and steps are what-ifs)
         self._kv_limit_tokens = free / self._kv_gpu if free > 0 else float("inf")
         self._warned_kv = False
+        # decode step times by context, per batch size (see _dt_table): b -> (lo, hi, dts)
+        self._dt_tables: dict[int, tuple[int, int, np.ndarray]] = {}
+        self._dt_size = 0
 
     def _check_kv(self, p: Any, a: Any, d: Any, c: Any) -> None:
         """Warn once when the step's KV provably exceeds the GPU's budget.
@@ -427,7 +435,82 @@ class RooflineCostModel:
         ``dt`` is bit-identical to ``step_time_ms(0, 0, b, s + b * j)``: the
         same operations with the zero prefill terms dropped (``x + 0.0 == x``
         for ``x >= 0``) and no argument checks. Returns the last end.
+
+        Runs of more than a few steps read the step times from a table of
+        ``dt`` by context for this ``b`` (:meth:`_dt_table`, the same
+        operations elementwise in numpy), then sum them left to right in C
+        (:func:`itertools.accumulate`, or an in-place cumulative sum for long
+        runs: both sequential, so equal to the loop's ``e += dt``).
         """
+        if b > 0 and k > _TABLE_MIN_STEPS:
+            c1 = s + b * (k - 1)
+            if c1 / b > self._kv_limit_tokens:
+                self._warn_kv(c1 / b)
+            tab = self._dt_tables.get(b)
+            if tab is None or s < tab[0] or c1 >= tab[1]:
+                tab = self._dt_table(b, s, c1)
+            if tab is not None:
+                lo, _, dts = tab
+                seg = dts[s - lo : c1 - lo + 1 : b]
+                if k > 96:  # a copy summed in place beats a list's accumulate
+                    seg = seg.copy()
+                    seg[0] += e
+                    np.cumsum(seg, out=seg)
+                    ends.extend(seg.tolist())
+                    return ends[-1]
+                it = accumulate(seg.tolist(), initial=e)
+                next(it)
+                ends.extend(it)
+                return ends[-1]
+        return self._decode_loop(ends, e, b, s, k)
+
+    def _dt_table(self, b: int, s: int, c1: int) -> tuple[int, int, np.ndarray] | None:
+        """A table of decode step times of ``b`` sequences by context covering
+        ``[s, c1]`` (grown from the one cached for ``b``); None past the size cap.
+
+        Entry ``c - lo`` is ``step_time_ms(0, 0, b, c)``, bit for bit: the
+        operations of :meth:`_decode_dt` elementwise (IEEE arithmetic, the
+        same in numpy as on Python floats), without its KV-fit warning (the
+        caller warns for the contexts it reads, as the loop does).
+        """
+        old = self._dt_tables.get(b)
+        lo, hi = s, c1 + 1
+        if old is not None:
+            lo, hi = min(lo, old[0]), max(hi, old[1])
+            self._dt_size -= old[1] - old[0]
+        span = hi - lo
+        grow = span if span > 4096 else 4096  # amortise: each rebuild at least doubles
+        lo = lo - grow // 4 if lo > grow // 4 else 0
+        hi = hi + grow
+        if self._dt_size + (hi - lo) > _TABLE_MAX_ENTRIES:
+            if old is not None:
+                self._dt_size += old[1] - old[0]
+            return None
+        n = float(b)
+        comm = self._comm_fixed_s + self._comm_per_token_s * n
+        if self.model_spec.is_moe:
+            weights = self._dense_bytes_gpu + self._expert_bytes_gpu * (
+                1.0 - float(np.power(self._miss, n))
+            )
+        else:
+            weights = self._dense_bytes_gpu
+        c = np.arange(lo, hi, dtype=np.float64)
+        compute = (self._flops_per_token * n + self._flops_per_pair * c) / self._flops_per_s
+        memory = (weights + self._kv_gpu * c) / self._bytes_per_s
+        dts = self.overhead_ms + 1e3 * (np.maximum(compute, memory) + comm)
+        tab = (lo, hi, dts)
+        self._dt_tables[b] = tab
+        self._dt_size += hi - lo
+        return tab
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        state["_dt_tables"] = {}  # a cache: not pickled (sweeps ship models to workers)
+        state["_dt_size"] = 0
+        return state
+
+    def _decode_loop(self, ends: list[float], e: float, b: int, s: int, k: int) -> float:
+        """:meth:`_decode_run` step by step on Python floats (short runs)."""
         fpt, fpp, fps = self._flops_per_token, self._flops_per_pair, self._flops_per_s
         kv, bps, oh = self._kv_gpu, self._bytes_per_s, self.overhead_ms
         n = float(b)

@@ -250,6 +250,8 @@ class Replica:
         self.cost = cost.step_time_ms
         run = getattr(cost, "_decode_run", None)
         self.decode_run = run if callable(run) else self._decode_run
+        # the cost model's own run prices long runs as fast as the numpy path
+        self.long_runs = callable(run)
         dt = getattr(cost, "_decode_dt", None)
         self.decode_dt = dt if callable(dt) else self._decode_dt
         self.bs = block_size
@@ -934,7 +936,8 @@ class Replica:
         nf = len(fins)
         gi, g, gctx = self.p_gi, self.p_g, self.p_gctx
         B0, S0 = self.p_B0, self.p_S0
-        if target - L > _SCALAR_STEPS:  # one elementwise call, then sequential sums
+        if target - L > _SCALAR_STEPS and not self.long_runs:
+            # one elementwise call, then sequential sums
             jj = np.arange(L, target, dtype=np.int64)
             if nf:
                 fs = np.array([f for f, _ in fins], dtype=np.int64)
