@@ -455,7 +455,7 @@ class RooflineCostModel:
                 if k > 96:  # a copy summed in place beats a list's accumulate
                     seg = seg.copy()
                     seg[0] += e
-                    np.cumsum(seg, out=seg)
+                    seg.cumsum(out=seg)
                     ends.extend(seg.tolist())
                     return ends[-1]
                 it = accumulate(seg.tolist(), initial=e)

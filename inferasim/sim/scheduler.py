@@ -959,7 +959,7 @@ class Replica:
                 raise _bad_step(self.cost_model, "a run summing beyond float64", 0, 0, B0, S0)
             ends.extend(dt.tolist())
             return
-        run = self._checked_run
+        run = self.decode_run
         while L < target:
             while gi < nf and fins[gi][0] < L:
                 g += 1
@@ -969,7 +969,13 @@ class Replica:
             if stop > target:
                 stop = target
             b = B0 - g
-            e = run(ends, e, b, S0 - gctx + b * L, stop - L)
+            s = S0 - gctx + b * L
+            end = run(ends, e, b, s, stop - L)
+            if not e <= end < math.inf:  # (as _checked_run)
+                raise _bad_step(
+                    self.cost_model, f"{end - e!r} in total over {stop - L} step(s)", 0, 0, b, s
+                )
+            e = end
             L = stop
         self.p_gi, self.p_g, self.p_gctx = gi, g, gctx
 
@@ -1121,7 +1127,7 @@ class Replica:
         k = jn - j
         B = self.B
         self.D += k
-        self.dend.extend(ends[j:jn])
+        self.dend.fromlist(ends[j:jn])  # (2x faster than extend from a list)
         self.S += B * k
         self.outstanding -= B * k
         self.steps += k
