@@ -334,6 +334,14 @@ def test_roofline_private_decode_paths_are_bit_identical(model, gpu, tp):
         cs = np.array([s, s + 7, 0, 10**9], dtype=np.int64)
         assert np.array_equal(m._decode_dt(bs, cs), m.step_time_ms(0, 0, bs, cs))
     assert m._dt_tables  # the table path ran
+    # the engine's ends are C doubles (array "d"): the same values
+    from array import array
+
+    for b, s, k in cases:
+        ends_l: list[float] = []
+        ends_a = array("d", [1.0])
+        assert m._decode_run(ends_a, 12.5, b, s, k) == m._decode_run(ends_l, 12.5, b, s, k)
+        assert ends_a.tolist() == [1.0, *ends_l]
     # the table is a cache: not pickled, rebuilt the same
     import pickle
 

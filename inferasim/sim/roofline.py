@@ -427,8 +427,10 @@ class RooflineCostModel:
         comm = self._comm_fixed_s + self._comm_per_token_s * n
         return self.overhead_ms + 1e3 * (max(compute, memory) + comm)
 
-    def _decode_run(self, ends: list[float], e: float, b: int, s: int, k: int) -> float:
+    def _decode_run(self, ends: Any, e: float, b: int, s: int, k: int) -> float:
         """Append the ends of ``k`` pure-decode steps to ``ends`` (engine use).
+
+        ``ends`` is a list of floats or an ``array("d")``.
 
         Step ``j`` decodes ``b`` sequences with ``s + b * j`` tokens of context
         and ends at ``e + dt_0 + ... + dt_j`` (summed left to right). Each
@@ -439,8 +441,8 @@ class RooflineCostModel:
         Runs of more than a few steps read the step times from a table of
         ``dt`` by context for this ``b`` (:meth:`_dt_table`, the same
         operations elementwise in numpy), then sum them left to right in C
-        (:func:`itertools.accumulate`, or an in-place cumulative sum for long
-        runs: both sequential, so equal to the loop's ``e += dt``).
+        (an in-place cumulative sum, or :func:`itertools.accumulate` for short
+        runs into a list: both sequential, so equal to the loop's ``e += dt``).
         """
         if b > 0 and k > _TABLE_MIN_STEPS:
             c1 = s + b * (k - 1)
@@ -452,15 +454,22 @@ class RooflineCostModel:
             if tab is not None:
                 lo, _, dts = tab
                 seg = dts[s - lo : c1 - lo + 1 : b]
-                if k > 96:  # a copy summed in place beats a list's accumulate
-                    seg = seg.copy()
-                    seg[0] += e
-                    seg.cumsum(out=seg)
-                    ends.extend(seg.tolist())
+                if type(ends) is list:
+                    if k > 96:  # a copy summed in place beats a list's accumulate
+                        seg = seg.copy()
+                        seg[0] += e
+                        seg.cumsum(out=seg)
+                        ends.extend(seg.tolist())
+                        return ends[-1]
+                    it = accumulate(seg.tolist(), initial=e)
+                    next(it)
+                    ends.extend(it)
                     return ends[-1]
-                it = accumulate(seg.tolist(), initial=e)
-                next(it)
-                ends.extend(it)
+                # an array("d") (the engine's): summed in place, copied in as doubles
+                seg = seg.copy()
+                seg[0] += e
+                seg.cumsum(out=seg)
+                ends.frombytes(seg.tobytes())
                 return ends[-1]
         return self._decode_loop(ends, e, b, s, k)
 

@@ -302,7 +302,9 @@ class Replica:
         self.cur_B = 0
         self.p_K = 0
         self.p_pos = 0
-        self.p_ends: list[float] = []  # ends of the steps priced so far (lazily)
+        # ends of the steps priced so far (lazily); C doubles: a step's end never
+        # becomes a Python float unless it is read
+        self.p_ends = array("d")
         self.p_cum: list[int] = []  # blocks of steps 1..j+1
         self.p_fsteps: list[int] = []
         self.p_fi = 0
@@ -871,7 +873,7 @@ class Replica:
         # similar pace), at least 8 steps
         used = self.p_used
         self.p_chunk = used if used > 8 else 8
-        self.p_ends = []
+        self.p_ends = array("d")
         self.p_cum = cum[: K - 1]
         self.p_K = K
         self.p_pos = 0
@@ -957,7 +959,7 @@ class Replica:
             dt = dt.cumsum()
             if not dt[-1] < math.inf:
                 raise _bad_step(self.cost_model, "a run summing beyond float64", 0, 0, B0, S0)
-            ends.extend(dt.tolist())
+            ends.frombytes(dt.tobytes())
             return
         run = self.decode_run
         while L < target:
@@ -1127,7 +1129,7 @@ class Replica:
         k = jn - j
         B = self.B
         self.D += k
-        self.dend.fromlist(ends[j:jn])  # (2x faster than extend from a list)
+        self.dend.extend(ends[j:jn])  # (array to array: a copy)
         self.S += B * k
         self.outstanding -= B * k
         self.steps += k
