@@ -874,12 +874,11 @@ class Replica:
         used = self.p_used
         self.p_chunk = used if used > 8 else 8
         self.p_ends = array("d")
-        self.p_cum = cum[: K - 1]
+        self.p_cum = cum if len(cum) == K - 1 else cum[: K - 1]
         self.p_K = K
         self.p_pos = 0
-        self._price(0)
+        self._set_horizon()  # (prices the steps it needs: at least the first one)
         self.step_end = self.p_ends[0]
-        self._set_horizon()
 
     def _decode_run(self, ends: list[float], e: float, b: int, s: int, k: int) -> float:
         """Append the ends of ``k`` decode steps of ``b`` sequences with ``s + b * j``
