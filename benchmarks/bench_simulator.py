@@ -13,7 +13,7 @@ Cases (each in its own subprocess, so peak RSS is the case's own):
 * ``synthetic-N``: N synthetic requests (1,024-token own part after a
   2,048-token prefix from a 16-prefix Zipf(1) pool, 128 output tokens,
   Poisson arrivals at 150 req/s), 32 replicas, ``kv_cost``. Target for
-  N = 1,000,000: under 60 s and 2 GB.
+  N = 1,000,000: under 40 s and 1.5 GB peak RSS.
 
 Time is the wall time of ``Simulator.run`` (median of the repeats; loading
 or generating the workload is excluded). Peak memory is tracemalloc's peak
