@@ -44,7 +44,7 @@ import math
 from array import array
 from bisect import bisect_left, bisect_right
 from collections import deque
-from itertools import accumulate
+from itertools import accumulate, islice
 from typing import Any
 
 import numpy as np
@@ -681,6 +681,7 @@ class Replica:
         r = m
         first = -1
         seen: set[int] = set()
+        lookup = tiers.lookup
         while r < limit:
             h = ids[r]
             x = ref.get(h)
@@ -689,8 +690,12 @@ class Replica:
                 if x == 0:
                     revive += 1
             else:
-                k = tiers.where(h)
-                if k < 0 or h in seen:  # (an id repeated in the prompt: not loaded twice)
+                for k, blocks in lookup:  # noqa: B007 (k: the first tier holding h)
+                    if h in blocks:
+                        break
+                else:
+                    break
+                if h in seen:  # (an id repeated in the prompt: not loaded twice)
                     break
                 seen.add(h)
                 counts[k] += 1
@@ -721,15 +726,32 @@ class Replica:
         if m == limit:
             return out
         seen: set[int] = set()
-        for h in ids[m:limit]:
-            if h in ref:
-                out[0] += 1  # an HBM block after a lower-tier one: reused in place
-            else:
-                k = tiers.where(h)
-                if k < 0 or h in seen:
+        lookup = tiers.lookup
+        if len(lookup) == 1:  # (one active tier: its lookup inlined)
+            k, blocks = lookup[0]
+            k += 1
+            for h in islice(ids, m, limit):
+                if h in ref:
+                    out[0] += 1  # an HBM block after a lower-tier one: reused in place
+                elif h in blocks and h not in seen:
+                    seen.add(h)
+                    out[k] += 1
+                else:
                     break
-                seen.add(h)
-                out[k + 1] += 1
+            return out
+        for h in islice(ids, m, limit):
+            if h in ref:
+                out[0] += 1
+                continue
+            for k, blocks in lookup:  # noqa: B007 (k: the first tier holding h)
+                if h in blocks:
+                    break
+            else:
+                break
+            if h in seen:
+                break
+            seen.add(h)
+            out[k + 1] += 1
         return out
 
     def _admit_loading(
