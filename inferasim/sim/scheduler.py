@@ -674,6 +674,13 @@ class Replica:
         those are evictable now.
         """
         tiers = self.tiers
+        lookup = tiers.lookup
+        h = ids[m]  # (not in HBM: the run's first block below it, if any)
+        for _, blocks in lookup:
+            if h in blocks:
+                break
+        else:  # (the usual miss)
+            return m, [0] * tiers.n, [], 0
         ref = self.cache.ref
         counts = [0] * tiers.n
         mid: list[int] = []
@@ -681,7 +688,6 @@ class Replica:
         r = m
         first = -1
         seen: set[int] = set()
-        lookup = tiers.lookup
         while r < limit:
             h = ids[r]
             x = ref.get(h)
@@ -722,11 +728,17 @@ class Replica:
         while m < limit and ids[m] in ref:
             m += 1
         tiers = self.tiers
-        out = [m] + [0] * tiers.n
+        out = [m] + tiers.zeros
         if m == limit:
             return out
-        seen: set[int] = set()
         lookup = tiers.lookup
+        h = ids[m]
+        for _, blocks in lookup:
+            if h in blocks:
+                break
+        else:  # (the usual miss: the run ends in HBM)
+            return out
+        seen: set[int] = set()
         if len(lookup) == 1:  # (one active tier: its lookup inlined)
             k, blocks = lookup[0]
             k += 1

@@ -191,6 +191,7 @@ class ReplicaTiers:
         self.active = [k for k in range(self.n) if self.stores[k].capacity > 0]
         # (tier index, its blocks) of the active tiers, top first: the lookup order
         self.lookup = [(k, self.stores[k].blocks) for k in self.active]
+        self.zeros = [0] * self.n  # (a template for per-tier counts)
         # the next active tier below each tier (-1: the last one drops what it evicts)
         self.below = [next((j for j in self.active if j > k), -1) for k in range(self.n)]
         self.exclusive = [not t.shared for t in self.tiers]
