@@ -263,9 +263,12 @@ class ReplicaTiers:
         if new:
             nbytes = new * self.block_bytes
             link = self.links[k]
-            if link.in_flight():
-                self._drain(k, t)
             link.start(t, nbytes, self.tiers[k].write_gbps)
+            # take what the link delivered up to t (the new write ends after t; the
+            # start advanced the link to t, as draining first would have)
+            pending = link._pending
+            if pending and pending[0][0] <= t:
+                self._drain(k, t)
             self.bytes_written[k] += nbytes
         if down:
             self._write(t, nxt, down, True)
