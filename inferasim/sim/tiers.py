@@ -224,7 +224,8 @@ class ReplicaTiers:
         cap = store.capacity
         nxt = self.below[k]
         down: list[int] = []
-        if blocks.keys().isdisjoint(ids) and (distinct or len(set(ids)) == len(ids)):
+        fast = blocks.keys().isdisjoint(ids) and (distinct or len(set(ids)) == len(ids))
+        if fast:
             # all new (the usual case): insert in order, then drop the overflow from
             # the LRU end (the same as one put at a time)
             new = len(ids)
@@ -270,8 +271,9 @@ class ReplicaTiers:
             if pending and pending[0][0] <= t:
                 self._drain(k, t)
             self.bytes_written[k] += nbytes
-        if down:
-            self._write(t, nxt, down, True)
+        if down:  # (distinct when popped in one batch; one put at a time may evict
+            # a block, write it again and evict it again)
+            self._write(t, nxt, down, fast)
 
     def offload(self, t: float, ids: list[int]) -> None:
         """Blocks evicted from HBM at ``t`` (LRU first) go to the first active tier."""
