@@ -267,22 +267,35 @@ def simulate(
         change of any other (its events there come strictly first in the
         global order), then the next; ties go one event at a time by index.
         """
-        while True:
-            w = min(wakes)
-            if w > until or w == math.inf:
-                return
-            j = wakes.index(w)
-            w2 = math.inf
-            for k, x in enumerate(wakes):
-                if x < w2 and k != j:
-                    w2 = x
-            bound = until if w2 > until else math.nextafter(w2, -math.inf)
+        inf = math.inf
+        # the replicas with a change up to ``until``, as (wake, index): the heap's
+        # order is the global order (ties to the lowest index)
+        heap = [(w, j) for j, w in enumerate(wakes) if w <= until and w < inf]
+        if not heap:
+            return
+        heapq.heapify(heap)
+        nextafter = math.nextafter
+        while heap:
+            w, j = heap[0]
+            n_h = len(heap)
+            if n_h > 2:  # the next change of another replica: the smaller child
+                a, b = heap[1], heap[2]
+                w2 = a[0] if a < b else b[0]
+            elif n_h == 2:
+                w2 = heap[1][0]
+            else:  # (the others change after until)
+                w2 = inf
+            bound = until if w2 > until else nextafter(w2, -inf)
             if bound < w:
                 bound = w
             rep = reps[j]
             rep.advance(bound)
-            wakes[j] = rep.wake()
+            w = wakes[j] = rep.wake()
             active[j] = rep.n_private + rep.cache.pinned + rep.queued_blocks
+            if w <= until and w < inf:
+                heapq.heapreplace(heap, (w, j))
+            else:
+                heapq.heappop(heap)
 
     closed = parent is not None
     sim_arr: np.ndarray | None = None

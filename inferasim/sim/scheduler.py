@@ -44,7 +44,7 @@ import math
 from array import array
 from bisect import bisect_left, bisect_right
 from collections import deque
-from itertools import accumulate
+from itertools import accumulate, islice
 from typing import Any
 
 import numpy as np
@@ -678,6 +678,13 @@ class Replica:
         those are evictable now.
         """
         tiers = self.tiers
+        lookup = tiers.lookup
+        h = ids[m]  # (not in HBM: the run's first block below it, if any)
+        for _, blocks in lookup:
+            if h in blocks:
+                break
+        else:  # (the usual miss)
+            return m, [0] * tiers.n, [], 0
         ref = self.cache.ref
         counts = [0] * tiers.n
         mid: list[int] = []
@@ -693,8 +700,12 @@ class Replica:
                 if x == 0:
                     revive += 1
             else:
-                k = tiers.where(h)
-                if k < 0 or h in seen:  # (an id repeated in the prompt: not loaded twice)
+                for k, blocks in lookup:  # noqa: B007 (k: the first tier holding h)
+                    if h in blocks:
+                        break
+                else:
+                    break
+                if h in seen:  # (an id repeated in the prompt: not loaded twice)
                     break
                 seen.add(h)
                 counts[k] += 1
@@ -721,19 +732,42 @@ class Replica:
         while m < limit and ids[m] in ref:
             m += 1
         tiers = self.tiers
-        out = [m] + [0] * tiers.n
+        out = [m] + tiers.zeros
         if m == limit:
             return out
+        lookup = tiers.lookup
+        h = ids[m]
+        for _, blocks in lookup:
+            if h in blocks:
+                break
+        else:  # (the usual miss: the run ends in HBM)
+            return out
         seen: set[int] = set()
-        for h in ids[m:limit]:
-            if h in ref:
-                out[0] += 1  # an HBM block after a lower-tier one: reused in place
-            else:
-                k = tiers.where(h)
-                if k < 0 or h in seen:
+        if len(lookup) == 1:  # (one active tier: its lookup inlined)
+            k, blocks = lookup[0]
+            k += 1
+            for h in islice(ids, m, limit):
+                if h in ref:
+                    out[0] += 1  # an HBM block after a lower-tier one: reused in place
+                elif h in blocks and h not in seen:
+                    seen.add(h)
+                    out[k] += 1
+                else:
                     break
-                seen.add(h)
-                out[k + 1] += 1
+            return out
+        for h in islice(ids, m, limit):
+            if h in ref:
+                out[0] += 1
+                continue
+            for k, blocks in lookup:  # noqa: B007 (k: the first tier holding h)
+                if h in blocks:
+                    break
+            else:
+                break
+            if h in seen:
+                break
+            seen.add(h)
+            out[k + 1] += 1
         return out
 
     def _admit_loading(

@@ -189,6 +189,11 @@ class ReplicaTiers:
                 self.stores.append(TierStore(t.capacity_tokens // block_size))
             self.links.append(Link(t.read_gbps, t.latency_us))
         self.active = [k for k in range(self.n) if self.stores[k].capacity > 0]
+        # (tier index, its blocks) of the active tiers, top first: the lookup order
+        self.lookup = [(k, self.stores[k].blocks) for k in self.active]
+        self.zeros = [0] * self.n  # (a template for per-tier counts)
+        # the next active tier below each tier (-1: the last one drops what it evicts)
+        self.below = [next((j for j in self.active if j > k), -1) for k in range(self.n)]
         self.exclusive = [not t.shared for t in self.tiers]
         self.bytes_read = [0.0] * self.n
         self.bytes_written = [0.0] * self.n
@@ -200,8 +205,8 @@ class ReplicaTiers:
     # ----------------------------------------------------------------- lookup
     def where(self, h: int) -> int:
         """Index of the first active tier holding ``h``, or -1."""
-        for k in self.active:
-            if h in self.stores[k].blocks:
+        for k, blocks in self.lookup:
+            if h in blocks:
                 return k
         return -1
 
@@ -210,56 +215,70 @@ class ReplicaTiers:
         return [len(s.blocks) for s in self.stores]
 
     # ----------------------------------------------------------------- writes
-    def _write(self, t: float, k: int, ids: list[int]) -> None:
+    def _write(self, t: float, k: int, ids: list[int], distinct: bool = False) -> None:
         """Write ``ids`` into tier ``k`` at ``t`` (bytes for the ones it lacks);
-        cascade its evictions down."""
+        cascade its evictions down. ``distinct``: the caller knows the ids are
+        distinct (blocks evicted from one store)."""
         store = self.stores[k]
         blocks = store.blocks
+        cap = store.capacity
+        nxt = self.below[k]
         down: list[int] = []
-        if blocks.keys().isdisjoint(ids) and len(set(ids)) == len(ids):
+        fast = blocks.keys().isdisjoint(ids) and (distinct or len(set(ids)) == len(ids))
+        if fast:
             # all new (the usual case): insert in order, then drop the overflow from
             # the LRU end (the same as one put at a time)
             new = len(ids)
             blocks.update(dict.fromkeys(ids))
-            over = len(blocks) - store.capacity
+            over = len(blocks) - cap
             if over > 0:
                 popitem = blocks.popitem
-                down = [popitem(last=False)[0] for _ in range(over)]
-                store.peak = store.capacity
+                if nxt >= 0:
+                    down = [popitem(False)[0] for _ in range(over)]
+                else:  # the last tier drops them
+                    for _ in range(over):
+                        popitem(False)
+                store.peak = cap
             elif len(blocks) > store.peak:
                 store.peak = len(blocks)
-        else:
+        else:  # one put at a time (TierStore.put, inlined)
             new = 0
+            move = blocks.move_to_end
+            popitem = blocks.popitem
+            peak = store.peak
             for h in ids:
-                if h not in blocks:
-                    new += 1
-                gone = store.put(h)
-                if gone is not None:
-                    down.append(gone)
+                if h in blocks:
+                    move(h)
+                    continue
+                new += 1
+                blocks[h] = None
+                if len(blocks) > cap:
+                    down.append(popitem(False)[0])
+                elif len(blocks) > peak:
+                    peak = len(blocks)
+            store.peak = peak
+            if nxt < 0:
+                down = []
         if store.log is not None:
             store.log.append((t, len(blocks)))
         if new:
             nbytes = new * self.block_bytes
             link = self.links[k]
-            if link.in_flight():
-                self._drain(k, t)
             link.start(t, nbytes, self.tiers[k].write_gbps)
+            # take what the link delivered up to t (the new write ends after t; the
+            # start advanced the link to t, as draining first would have)
+            pending = link._pending
+            if pending and pending[0][0] <= t:
+                self._drain(k, t)
             self.bytes_written[k] += nbytes
-        if down:
-            nxt = self._next(k)
-            if nxt >= 0:
-                self._write(t, nxt, down)
-
-    def _next(self, k: int) -> int:
-        for j in self.active:
-            if j > k:
-                return j
-        return -1
+        if down:  # (distinct when popped in one batch; one put at a time may evict
+            # a block, write it again and evict it again)
+            self._write(t, nxt, down, fast)
 
     def offload(self, t: float, ids: list[int]) -> None:
         """Blocks evicted from HBM at ``t`` (LRU first) go to the first active tier."""
         if self.active and ids:
-            self._write(t, self.active[0], ids)
+            self._write(t, self.active[0], ids, True)
 
     def write_through_blocks(self, t: float, ids: list[int]) -> None:
         """Blocks a prefill step ending at ``t`` computed, with ``write_through``."""

@@ -1,0 +1,124 @@
+"""Tier stores and lookups against plain one-block-at-a-time references.
+
+``ReplicaTiers._write`` takes a batch fast path (all blocks new) and an
+inlined slow path; ``Replica.tier_match`` and ``_lower_run`` inline the
+"first tier holding a block" lookup. Here they are checked against direct
+implementations of the documented rules on random small stores (tiny
+capacities, ids drawn from a small range so batches overlap the stores,
+repeat inside a batch and overflow): a write is ``TierStore.put`` one block
+at a time (bytes for the blocks the tier lacked), its evictions cascade to
+the next active tier and the last one drops them; a lookup is the leading
+run of blocks in HBM or in the first tier holding them, stopping at a
+block in none or repeated below HBM.
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from inferasim.sim.scheduler import Replica
+from inferasim.sim.tiers import ReplicaTiers, Tier, TierStore
+
+BS = 4  # tokens per block
+KVB = 1.0  # bytes per token: a block is 4 bytes
+
+
+def _tiers(caps: list[int], shared_last: bool) -> tuple[ReplicaTiers, dict[str, TierStore]]:
+    specs = [
+        Tier(f"t{k}", c * BS, read_gbps=1.0, write_gbps=2.0, shared=shared_last and k == len(caps) - 1)
+        for k, c in enumerate(caps)
+    ]
+    shared = {t.name: TierStore(t.capacity_tokens // BS) for t in specs if t.shared}
+    return ReplicaTiers(specs, shared, BS, KVB, write_through=False), shared
+
+
+def _reference_write(stores: list[list[int]], caps: list[int], k: int, ids: list[int],
+                     written: list[int], peaks: list[int]) -> None:
+    """One put at a time on plain lists (index 0 = least recent)."""
+    store, down = stores[k], []
+    for h in ids:
+        if h in store:
+            store.remove(h)
+            store.append(h)
+            continue
+        written[k] += 1
+        store.append(h)
+        if len(store) > caps[k]:
+            down.append(store.pop(0))
+        elif len(store) > peaks[k]:
+            peaks[k] = len(store)
+    nxt = next((j for j in range(k + 1, len(caps)) if caps[j] > 0), -1)
+    if down and nxt >= 0:
+        _reference_write(stores, caps, nxt, down, written, peaks)
+
+
+ids_lists = st.lists(st.integers(0, 11), max_size=9)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    caps=st.lists(st.integers(0, 5), min_size=1, max_size=3),
+    shared_last=st.booleans(),
+    writes=st.lists(st.tuples(st.booleans(), ids_lists), max_size=8),
+)
+def test_writes_equal_one_put_at_a_time(caps, shared_last, writes):
+    rt, _ = _tiers(caps, shared_last)
+    ref = [[] for _ in caps]
+    written = [0] * len(caps)
+    peaks = [0] * len(caps)
+    for t, (evicted, ids) in enumerate(writes):
+        if evicted:  # an HBM eviction: distinct ids (as the cache hands them over)
+            ids = list(dict.fromkeys(ids))
+            rt.offload(float(t), ids)
+        else:  # write-through may repeat an id of the prompt
+            rt.write_through_blocks(float(t), ids)
+        if rt.active and ids:
+            _reference_write(ref, [s.capacity for s in rt.stores], rt.active[0], ids, written, peaks)
+    for k, store in enumerate(rt.stores):
+        assert list(store.blocks) == ref[k]
+        assert store.peak == peaks[k]
+        assert rt.bytes_written[k] == written[k] * BS * KVB
+        assert len(store.blocks) <= store.capacity
+
+
+def _reference_match(ref: set[int], stores: list[list[int]], ids: list[int], limit: int) -> list[int]:
+    m = 0
+    while m < limit and ids[m] in ref:
+        m += 1
+    out = [m] + [0] * len(stores)
+    seen = set()
+    for h in ids[m:limit]:
+        if h in ref:
+            out[0] += 1
+            continue
+        k = next((k for k, s in enumerate(stores) if h in s), -1)
+        if k < 0 or h in seen:
+            break
+        seen.add(h)
+        out[k + 1] += 1
+    return out
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    caps=st.lists(st.integers(0, 6), min_size=1, max_size=3),
+    contents=st.lists(st.lists(st.integers(0, 11), max_size=6, unique=True), min_size=3, max_size=3),
+    hbm=st.sets(st.integers(0, 11), max_size=6),
+    ids=st.lists(st.integers(0, 11), max_size=10),
+    cut=st.integers(0, 10),
+)
+def test_tier_match_equals_the_plain_lookup(caps, contents, hbm, ids, cut):
+    rt, _ = _tiers(caps, shared_last=False)
+    for k, store in enumerate(rt.stores):
+        for h in contents[k][: store.capacity]:
+            store.blocks[h] = None
+    stores = [list(s.blocks) if s.capacity > 0 else [] for s in rt.stores]
+    limit = min(cut, len(ids))
+    rep = SimpleNamespace(cache=SimpleNamespace(ref=dict.fromkeys(hbm, 1)), tiers=rt)
+    assert Replica.tier_match(rep, ids, limit) == _reference_match(hbm, stores, ids, limit)
+    for h in set(ids) | hbm:
+        want = next((k for k, s in enumerate(stores) if h in s), -1)
+        assert rt.where(h) == want
