@@ -33,8 +33,11 @@ from typing import Any
 
 import numpy as np
 
+from inferasim.sim.cost import LinearCostModel
+from inferasim.sim.roofline import RooflineCostModel
 from inferasim.sim.router import (
     CacheAwareRouter,
+    ConductorRouter,
     KvCostRouter,
     LeastLoadedRouter,
     ReplicaView,
@@ -62,6 +65,23 @@ TIMELINE_ROWS = 100_000
 MIN_TIMELINE_MS = 1e-3
 
 _FAST_ROUTERS = (KvCostRouter, CacheAwareRouter, LeastLoadedRouter)
+#: Cost models whose step_time_ms is a pure function of its arguments: the views'
+#: prefill-time estimates are memoised for them (a user's model may count calls).
+_PURE_COSTS = (RooflineCostModel, LinearCostModel)
+
+
+def estimate_memo(cost: Any) -> dict[tuple[int, ...], float] | None:
+    """A fresh memo for the routing views' prefill-time estimates, or None when
+    ``cost`` is not a built-in (pure) cost model.
+
+    Examples
+    --------
+    >>> estimate_memo(LinearCostModel())
+    {}
+    >>> estimate_memo(object()) is None
+    True
+    """
+    return {} if type(cost) in _PURE_COSTS else None
 
 
 @dataclass
@@ -231,7 +251,8 @@ def simulate(
         rep.peers = reps
         rep.tl_cap = tl_cap
     current: list[Any] = [[], 0, 0.0, 0]  # ids, limit, time, input_len of the request
-    views = tuple(ReplicaView(rep, current) for rep in reps)
+    memo = estimate_memo(cost)
+    views = tuple(ReplicaView(rep, current, memo=memo) for rep in reps)
     if isinstance(router, KvCostRouter):
         router.block_size = bs
     if live and isinstance(router, KvCostRouter | CacheAwareRouter):
@@ -242,6 +263,7 @@ def simulate(
     needs_state = getattr(router, "needs_state", True)
     # built-in policies have a fast path reading the replicas directly
     fast_route = getattr(router, "_fast", None) if type(router) in _FAST_ROUTERS else None
+    conductor = type(router) is ConductorRouter  # its fast path reads the views
 
     bar = None
     if progress and n:
@@ -394,7 +416,12 @@ def simulate(
             current[1] = limit
             current[2] = a
             current[3] = p
-            r = replica_index(router(Request(i, a, p, O_l[i], tuple(ids)), views), i, num_replicas)
+            if conductor:
+                r = router._fast(views)
+            else:
+                r = replica_index(
+                    router(Request(i, a, p, O_l[i], tuple(ids)), views), i, num_replicas
+                )
         rep = reps[r]
         rep.advance(a)
         if admission is not None:
@@ -622,8 +649,12 @@ def simulate_disaggregated(
         rep.tl_cap = tl_cap
     links = [Link(handoff_gbps, handoff_latency_us) for _ in range(P_n)]
     current: list[Any] = [[], 0, 0.0, 0]
-    views = tuple(ReplicaView(rep, current, links[r], kv_bytes_per_token) for r, rep in enumerate(pre))
-    dviews = tuple(ReplicaView(rep, current) for rep in dec)
+    memo = estimate_memo(cost)
+    views = tuple(
+        ReplicaView(rep, current, links[r], kv_bytes_per_token, memo) for r, rep in enumerate(pre)
+    )
+    dviews = tuple(ReplicaView(rep, current, memo=memo) for rep in dec)
+    conductor = type(router) is ConductorRouter  # its fast path reads the views
     if isinstance(router, KvCostRouter):
         router.block_size = bs
     if live and isinstance(router, KvCostRouter | CacheAwareRouter):
@@ -849,14 +880,22 @@ def simulate_disaggregated(
             current[1] = limit
             current[2] = a
             current[3] = p_len
-            req = Request(i, a, p_len, O_l[i], tuple(ids))
-            r = replica_index(router(req, views), i, P_n, " (a prefill instance)")
+            if conductor:
+                r = router._fast(views)
+            else:
+                r = replica_index(
+                    router(Request(i, a, p_len, O_l[i], tuple(ids)), views),
+                    i,
+                    P_n,
+                    " (a prefill instance)",
+                )
             rep = pre[r]
             rep.advance(a)
             if admission is not None:
                 need = -(-(p_len + 1) // bs)
                 d = least_active_with_room(need, a)
                 dv = dviews[d] if d >= 0 else dviews[0]
+                req = Request(i, a, p_len, O_l[i], tuple(ids))
                 if not admission(req, (views[r], dv), a):
                     reasons[i] = getattr(admission, "last_reason", "") or "rejected by admission"
                     if closed:
