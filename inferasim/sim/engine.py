@@ -683,14 +683,24 @@ def simulate_disaggregated(
     by_seq: dict[int, list[Any]] = {}  # request id -> its flight record (layerwise)
 
     def least_active_with_room(need: int, t: float) -> int:
+        """The decode instance with room for ``need`` blocks and the fewest active
+        ones (ties to the lowest index), brought up to ``t``; -1 if none has room.
+
+        Memory and queue only change where a replica wakes, so only the ones
+        waking by ``t`` are advanced to read them (and then the chosen one).
+        """
         best, best_active = -1, 0
         for j, rep in enumerate(dec):
-            rep.advance(t)
-            if rep.capacity - rep.n_private - rep.cache.pinned < need:
+            if rep.wake() <= t:
+                rep.advance(t)
+            pinned = rep.cache.pinned
+            if rep.capacity - rep.n_private - pinned < need:
                 continue
-            act = rep.n_private + rep.cache.pinned + rep.queued_blocks
+            act = rep.n_private + pinned + rep.queued_blocks
             if best < 0 or act < best_active:
                 best, best_active = j, act
+        if best >= 0:
+            dec[best].advance(t)
         return best
 
     def place(seq: Seq, p: int, t: float, done: bool) -> bool:
@@ -894,7 +904,10 @@ def simulate_disaggregated(
             if admission is not None:
                 need = -(-(p_len + 1) // bs)
                 d = least_active_with_room(need, a)
-                dv = dviews[d] if d >= 0 else dviews[0]
+                if d < 0:  # (no room anywhere: the view of the first, brought up to a)
+                    d = 0
+                    dec[0].advance(a)
+                dv = dviews[d]
                 req = Request(i, a, p_len, O_l[i], tuple(ids))
                 if not admission(req, (views[r], dv), a):
                     reasons[i] = getattr(admission, "last_reason", "") or "rejected by admission"
