@@ -1009,21 +1009,33 @@ class ConductorRouter:
         return best
 
     def _fast(self, views: Sequence[ReplicaView]) -> int:
-        """Same answer as ``__call__`` on the engine's own views (engine use).
+        """Same answer as ``__call__`` on the engine's own views (engine use)."""
+        est = self._estimates(views)
+        best = 0
+        best_t = est[0]
+        best_load = views[0]._rep.outstanding
+        for j in range(1, len(est)):
+            t = est[j]
+            if t <= best_t:
+                load = views[j]._rep.outstanding
+                if t < best_t or load < best_load:
+                    best, best_t, best_load = j, t, load
+        return views[best]._rep.index
+
+    def _estimates(self, views: Sequence[ReplicaView]) -> list[float]:
+        """``ttft_estimate_ms + handoff_estimate_ms`` of each of the engine's views.
 
         The same floats in the same order of operations, with the same side
         effects (every link an estimate reads is advanced to now, as the
         views do), computed with less overhead: the request's place in the
         shared tiers is looked up once for all the replicas (a replica whose
-        tiers are all shared sees the same stores), and the views' prefill
-        times come from their memo.
+        tiers are all shared sees the same stores), and prefill times come
+        from the views' memo.
         """
         cur = views[0]._cur
         ids, limit, now, input_len = cur[0], cur[1], cur[2], cur[3]
         kof: list[int] | None = None  # per block: shared tier holding it (-1: none, or a repeat)
-        best = -1
-        best_t = 0.0
-        best_load = 0
+        out = []
         for v in views:
             rep = v._rep
             memo = v._memo
@@ -1057,10 +1069,10 @@ class ConductorRouter:
                 load = tiers.load_estimate_ms(now, counts[1:]) if cached else 0.0
                 ttft = queue + load + _prefill_ms(rep, input_len - cached, cached, memo)
             link = v._link
-            t = ttft + (link.estimate_ms(now, input_len * v._kvb) if link is not None else 0.0)
-            if best < 0 or t < best_t or (t == best_t and rep.outstanding < best_load):
-                best, best_t, best_load = rep.index, t, rep.outstanding
-        return best
+            out.append(
+                ttft + (link.estimate_ms(now, input_len * v._kvb) if link is not None else 0.0)
+            )
+        return out
 
 
 ROUTING_POLICIES: dict[str, Callable[..., Any]] = {
