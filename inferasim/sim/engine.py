@@ -780,14 +780,15 @@ def simulate_disaggregated(
             T = queue[0][0] if queue else inf
         else:
             T = arr_l[order[k]] if k < len(order) else inf
-        for rep in pre:
-            w = rep.wake()
-            if w < T:
-                T = w
-        for link in links:
-            w = link.next_done()
-            if w < T:
-                T = w
+        # (read once: nothing changes a prefill instance or a link before steps 1, 2 use them)
+        pre_wake = [rep.wake() for rep in pre]
+        link_done = [link.next_done() for link in links]
+        w = min(pre_wake)
+        if w < T:
+            T = w
+        w = min(link_done)
+        if w < T:
+            T = w
         if waiting_room or inflight:
             for rep in dec:
                 w = rep.wake()
@@ -802,7 +803,7 @@ def simulate_disaggregated(
         # 1. prefill instances up to T: steps ending at T complete (first tokens)
         events: list[tuple[bool, Seq, float, int]] = []
         for p, rep in enumerate(pre):
-            if rep.wake() <= T:
+            if pre_wake[p] <= T:
                 rep.advance(T)
             if rep.handoffs:
                 events.extend((done, seq, te, p) for done, seq, te in rep.handoffs)
@@ -819,11 +820,13 @@ def simulate_disaggregated(
                     call_off(seq, te)
             elif layerwise and not done and not place(seq, p, te, False):
                 waiting_room.append((seq, p))
+        if early and layerwise:  # (transfers started or called off)
+            link_done = [link.next_done() for link in links]
         # 2. transfers delivered by T
         for p, link in enumerate(links):
             # (advance a link only when something is delivered: its float state
             # then depends on the event times alone, the same in both loops)
-            if link.next_done() <= T:
+            if link_done[p] <= T:
                 for tid in link.pop_done(T):
                     rec = flight.pop((p, tid))
                     out.delivered[rec[0].rid] = T
