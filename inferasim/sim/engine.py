@@ -148,6 +148,149 @@ def rejection_reasons(wl: Workload, capacity: int) -> dict[int, str]:
     return reasons
 
 
+@dataclass
+class Columns:
+    """The workload's columns as the arrival loops read them (plain lists), and the
+    run's start: shared by :func:`simulate` and :func:`simulate_disaggregated`.
+
+    Examples
+    --------
+    >>> wl = Workload.from_requests([5, 9], [40, 16], [2, 2], [[1, 2], [3]], block_size=16)
+    >>> c = Columns.of(wl, capacity=8, sample_ms=None)
+    >>> c.t0, c.sample_ms, c.ids(0), c.ids(1)   # limit: (40 - 1) // 16 = 2, (16 - 1) // 16 = 0
+    (5.0, 0.004, ([1, 2], 2), ([3], 0))
+    """
+
+    n: int
+    bs: int
+    reasons: dict[int, str]  # requests that can never run (see rejection_reasons)
+    arrival: np.ndarray
+    t0: float  # the first arrival (0 without requests)
+    sample_ms: float  # the timeline's sampling period
+    arr: list[float]
+    plen: list[int]
+    olen: list[int]
+    nh: list[int]  # reusable (full prompt) blocks of each request
+    start: list[int]  # offset of each request's hash ids in flat
+    flat: np.ndarray
+
+    @classmethod
+    def of(cls, wl: Workload, capacity: int, sample_ms: float | None) -> Columns:
+        """The columns of ``wl``; ``sample_ms`` None: 1/1000 of the arrival span."""
+        n = len(wl)
+        bs = wl.block_size
+        arrival = wl.arrival_ms.astype(np.float64)
+        P = wl.input_len.astype(np.int64)
+        if wl.has_hash_ids:
+            nh = np.minimum(wl.num_blocks, P // bs)
+        else:
+            nh = np.zeros(n, dtype=np.int64)
+        if sample_ms is None:
+            span = float(arrival[-1] - arrival[0]) if n else 0.0
+            sample_ms = span / 1000.0 if span > 0 else 1000.0
+            if sample_ms < MIN_TIMELINE_MS:
+                sample_ms = MIN_TIMELINE_MS
+        return cls(
+            n=n,
+            bs=bs,
+            reasons=rejection_reasons(wl, capacity),
+            arrival=arrival,
+            t0=float(arrival[0]) if n else 0.0,
+            sample_ms=sample_ms,
+            arr=arrival.tolist(),
+            plen=P.tolist(),
+            olen=wl.output_len.astype(np.int64).tolist(),
+            nh=nh.tolist(),
+            start=wl.offsets[:-1].tolist(),
+            flat=wl.hash_ids,
+        )
+
+    def ids(self, i: int) -> tuple[list[int], int]:
+        """Request ``i``'s reusable block ids and how many of them a hit may reuse
+        (at least one prompt token is always computed)."""
+        k = self.nh[i]
+        ids = self.flat[self.start[i] : self.start[i] + k].tolist() if k else []
+        limit = (self.plen[i] - 1) // self.bs
+        return ids, limit if limit < k else k
+
+    def progress_bar(self, progress: bool) -> Any:
+        """A tqdm bar over the requests, or None."""
+        if not (progress and self.n):
+            return None
+        from tqdm.auto import tqdm
+
+        return tqdm(total=self.n, delay=1.0, unit="req", desc="simulate", leave=False)
+
+    def finish(
+        self,
+        out: Outputs,
+        reps: list[Replica],
+        bar: Any,
+        reasons: dict[int, str],
+        capacity: int,
+        sim_arr: np.ndarray | None,
+    ) -> float:
+        """Close the bar and the timelines, check the run; return its end (ms)."""
+        if bar is not None:
+            bar.update(self.n - bar.n)
+            bar.close()
+        fin = np.frombuffer(out.finish, dtype=np.float64)
+        end = float(np.nanmax(fin)) if np.isfinite(fin).any() else self.t0
+        stop = math.nextafter(end, math.inf)
+        for rep in reps:
+            if rep.next_sample < stop:
+                rep._emit(stop)
+        check_outputs(out, self.arrival if sim_arr is None else sim_arr, reasons, reps, capacity)
+        return end
+
+
+def configure_router(
+    router: Any,
+    num_replicas: int,
+    seed: int | None,
+    *,
+    block_size: int,
+    cost: Any,
+    tiers: tuple[Tier, ...],
+    live: bool,
+    chunk_tokens: int,
+    kv_bytes: float,
+) -> None:
+    """Tell a built-in router the run's block size and tier savings; reset it.
+
+    Examples
+    --------
+    >>> from inferasim.sim.cost import LinearCostModel
+    >>> r = KvCostRouter()
+    >>> configure_router(r, 2, 0, block_size=16, cost=LinearCostModel(), tiers=(), live=False,
+    ...                  chunk_tokens=64, kv_bytes=0.0)
+    >>> r.block_size
+    16
+    """
+    if isinstance(router, KvCostRouter):
+        router.block_size = block_size
+    if live and isinstance(router, KvCostRouter | CacheAwareRouter):
+        router.tier_saving = tier_savings(cost, tiers, block_size, chunk_tokens, kv_bytes)
+    reset = getattr(router, "reset", None)
+    if reset is not None:
+        reset(num_replicas, seed)
+
+
+def session_children(parent: np.ndarray) -> dict[int, list[int]]:
+    """Closed loop: the requests each request's answer sends (its next turns).
+
+    Examples
+    --------
+    >>> session_children(np.array([-1, 0, 0, 1]))
+    {0: [1, 2], 1: [3]}
+    """
+    children: dict[int, list[int]] = {}
+    for j, p_j in enumerate(parent.tolist()):
+        if p_j >= 0:
+            children.setdefault(p_j, []).append(j)
+    return children
+
+
 def simulate(
     wl: Workload,
     *,
@@ -194,8 +337,8 @@ def simulate(
     >>> list(run.out.replica), run.end_ms
     ([0, 1], 10.9)
     """
-    n = len(wl)
-    bs = wl.block_size
+    col = Columns.of(wl, capacity, sample_ms)
+    n, bs, reasons, t0, sample_ms = col.n, col.bs, col.reasons, col.t0, col.sample_ms
     out = Outputs(n, len(tiers))
     live = any(t.capacity_tokens >= bs for t in tiers)
     shared = {t.name: TierStore(t.capacity_tokens // bs, log=True) for t in tiers if t.shared}
@@ -206,22 +349,6 @@ def simulate(
             f"KV tiers need the KV bytes per token: the cost model has kv_bytes_per_token="
             f"{kvb!r}; give e.g. LinearCostModel(kv_bytes_per_token=131072)"
         )
-    reasons = rejection_reasons(wl, capacity)
-    arrival = wl.arrival_ms.astype(np.float64)
-    P = wl.input_len.astype(np.int64)
-    out_len = wl.output_len.astype(np.int64)
-    if wl.has_hash_ids:
-        nh = np.minimum(wl.num_blocks, P // bs)
-    else:
-        nh = np.zeros(n, dtype=np.int64)
-    starts = wl.offsets[:-1]
-    flat = wl.hash_ids
-    if sample_ms is None:
-        span = float(arrival[-1] - arrival[0]) if n else 0.0
-        sample_ms = span / 1000.0 if span > 0 else 1000.0
-        if sample_ms < MIN_TIMELINE_MS:
-            sample_ms = MIN_TIMELINE_MS
-    t0 = float(arrival[0]) if n else 0.0
 
     reps = [
         Replica(
@@ -253,30 +380,17 @@ def simulate(
     current: list[Any] = [[], 0, 0.0, 0]  # ids, limit, time, input_len of the request
     memo = estimate_memo(cost)
     views = tuple(ReplicaView(rep, current, memo=memo) for rep in reps)
-    if isinstance(router, KvCostRouter):
-        router.block_size = bs
-    if live and isinstance(router, KvCostRouter | CacheAwareRouter):
-        router.tier_saving = tier_savings(cost, tiers, bs, max_batched_tokens, kvb)
-    reset = getattr(router, "reset", None)
-    if reset is not None:
-        reset(num_replicas, seed)
+    configure_router(
+        router, num_replicas, seed, block_size=bs, cost=cost, tiers=tiers, live=live,
+        chunk_tokens=max_batched_tokens, kv_bytes=kvb,
+    )
     needs_state = getattr(router, "needs_state", True)
     # built-in policies have a fast path reading the replicas directly
     fast_route = getattr(router, "_fast", None) if type(router) in _FAST_ROUTERS else None
     conductor = type(router) is ConductorRouter  # its fast path reads the views
 
-    bar = None
-    if progress and n:
-        from tqdm.auto import tqdm
-
-        bar = tqdm(total=n, delay=1.0, unit="req", desc="simulate", leave=False)
-    arr_l, P_l, O_l, nh_l, st_l = (
-        arrival.tolist(),
-        P.tolist(),
-        out_len.tolist(),
-        nh.tolist(),
-        starts.tolist(),
-    )
+    bar = col.progress_bar(progress)
+    arr_l, P_l, O_l = col.arr, col.plen, col.olen
     wakes = [math.inf] * num_replicas
     # active blocks of each replica (running plus queued prompt blocks), what kv_cost
     # reads: replica state only changes in advance/arrive, each followed by an update
@@ -309,10 +423,7 @@ def simulate(
     closed = parent is not None
     sim_arr: np.ndarray | None = None
     if closed:
-        children: dict[int, list[int]] = {}
-        for j, p_j in enumerate(parent.tolist()):
-            if p_j >= 0:
-                children.setdefault(p_j, []).append(j)
+        children = session_children(parent)
         watch = set(children)
         for rep in reps:
             rep.watch = watch
@@ -385,11 +496,7 @@ def simulate(
                 issue(i, a)
             continue
         p = P_l[i]
-        k = nh_l[i]
-        ids = flat[st_l[i] : st_l[i] + k].tolist() if k else []
-        limit = (p - 1) // bs
-        if limit > k:
-            limit = k
+        ids, limit = col.ids(i)
         r = -1
         if coupled:
             advance_all(a)
@@ -461,16 +568,7 @@ def simulate(
             raise RuntimeError("internal error: closed-loop turns left at the end of the run")
         for rep in reps:
             rep.watch = None
-    if bar is not None:
-        bar.update(n - bar.n)
-        bar.close()
-    fin = np.frombuffer(out.finish, dtype=np.float64)
-    end = float(np.nanmax(fin)) if np.isfinite(fin).any() else t0
-    stop = math.nextafter(end, math.inf)
-    for rep in reps:
-        if rep.next_sample < stop:
-            rep._emit(stop)
-    check_outputs(out, arrival if sim_arr is None else sim_arr, reasons, reps, capacity)
+    end = col.finish(out, reps, bar, reasons, capacity, sim_arr)
     return RunOutput(
         out=out,
         reasons=reasons,
@@ -592,8 +690,8 @@ def simulate_disaggregated(
     """
     from inferasim.sim.transfer import Link
 
-    n = len(wl)
-    bs = wl.block_size
+    col = Columns.of(wl, capacity, sample_ms)
+    n, bs, reasons, t0, sample_ms = col.n, col.bs, col.reasons, col.t0, col.sample_ms
     P_n, D_n = prefill_replicas, decode_replicas
     out = Outputs(n, len(tiers))
     # KV tiers (and a shared pool) sit behind the prefill instances' HBM: the
@@ -601,19 +699,6 @@ def simulate_disaggregated(
     # tier needs; decode instances have none
     live = any(t.capacity_tokens >= bs for t in tiers)
     shared = {t.name: TierStore(t.capacity_tokens // bs, log=True) for t in tiers if t.shared}
-    reasons = rejection_reasons(wl, capacity)
-    arrival = wl.arrival_ms.astype(np.float64)
-    P = wl.input_len.astype(np.int64)
-    out_len = wl.output_len.astype(np.int64)
-    nh = np.minimum(wl.num_blocks, P // bs) if wl.has_hash_ids else np.zeros(n, dtype=np.int64)
-    starts = wl.offsets[:-1]
-    flat = wl.hash_ids
-    if sample_ms is None:
-        span = float(arrival[-1] - arrival[0]) if n else 0.0
-        sample_ms = span / 1000.0 if span > 0 else 1000.0
-        if sample_ms < MIN_TIMELINE_MS:
-            sample_ms = MIN_TIMELINE_MS
-    t0 = float(arrival[0]) if n else 0.0
 
     def make(r: int, role: str) -> Replica:
         with_tiers = live and role == "prefill"
@@ -655,26 +740,13 @@ def simulate_disaggregated(
     )
     dviews = tuple(ReplicaView(rep, current, memo=memo) for rep in dec)
     conductor = type(router) is ConductorRouter  # its fast path reads the views
-    if isinstance(router, KvCostRouter):
-        router.block_size = bs
-    if live and isinstance(router, KvCostRouter | CacheAwareRouter):
-        router.tier_saving = tier_savings(cost, tiers, bs, max_batched_tokens, kv_bytes_per_token)
-    reset = getattr(router, "reset", None)
-    if reset is not None:
-        reset(P_n, seed)
-
-    bar = None
-    if progress and n:
-        from tqdm.auto import tqdm
-
-        bar = tqdm(total=n, delay=1.0, unit="req", desc="simulate", leave=False)
-    arr_l, P_l, O_l, nh_l, st_l = (
-        arrival.tolist(),
-        P.tolist(),
-        out_len.tolist(),
-        nh.tolist(),
-        starts.tolist(),
+    configure_router(
+        router, P_n, seed, block_size=bs, cost=cost, tiers=tiers, live=live,
+        chunk_tokens=max_batched_tokens, kv_bytes=kv_bytes_per_token,
     )
+
+    bar = col.progress_bar(progress)
+    arr_l, P_l, O_l = col.arr, col.plen, col.olen
 
     waiting_room: list[tuple[Seq, int]] = []  # handoffs waiting for decode room, FCFS
     # in flight: (link, transfer id) -> [seq, prefill index, decode index, prefill done?,
@@ -748,9 +820,7 @@ def simulate_disaggregated(
     sim_arr = np.full(n, np.nan) if closed else None
     inflight = 0  # requests with a waiting next turn, routed and not finished
     if closed:
-        for j, p_j in enumerate(parent.tolist()):
-            if p_j >= 0:
-                children.setdefault(p_j, []).append(j)
+        children = session_children(parent)
         watch = set(children)
         for rep in pre + dec:
             rep.watch = watch
@@ -881,11 +951,7 @@ def simulate_disaggregated(
             if bar is not None and not count & 1023:
                 bar.update(1024)
             p_len = P_l[i]
-            kk = nh_l[i]
-            ids = flat[st_l[i] : st_l[i] + kk].tolist() if kk else []
-            limit = (p_len - 1) // bs
-            if limit > kk:
-                limit = kk
+            ids, limit = col.ids(i)
             if getattr(router, "needs_state", True):
                 for rep in pre:
                     rep.advance(a)
@@ -933,17 +999,8 @@ def simulate_disaggregated(
             raise RuntimeError("internal error: closed-loop turns left at the end of the run")
         for rep in pre + dec:
             rep.watch = None
-    if bar is not None:
-        bar.update(n - bar.n)
-        bar.close()
-    fin = np.frombuffer(out.finish, dtype=np.float64)
-    end = float(np.nanmax(fin)) if np.isfinite(fin).any() else t0
-    stop = math.nextafter(end, math.inf)
     reps = pre + dec
-    for rep in reps:
-        if rep.next_sample < stop:
-            rep._emit(stop)
-    check_outputs(out, arrival if sim_arr is None else sim_arr, reasons, reps, capacity)
+    end = col.finish(out, reps, bar, reasons, capacity, sim_arr)
     return RunOutput(
         out=out,
         reasons=reasons,
