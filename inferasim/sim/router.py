@@ -893,18 +893,40 @@ class KvCostRouter:
         return best
 
 
-def _shared_tiers_of(tiers: Any, ids: list[int], limit: int) -> list[int]:
-    """For each of ``ids[:limit]``: the tier holding it (``tiers.where``), or -1
-    when none does or the id came earlier (a repeat ends a reusable run in a
-    lower tier, as in ``Replica.tier_match``: an earlier copy is either in HBM,
-    and so is this one, or was counted in a lower tier already)."""
-    where = tiers.where
-    out = []
-    seen: set[int] = set()
-    for h in ids[:limit]:
-        out.append(-1 if h in seen else where(h))
-        seen.add(h)
-    return out
+class _SharedTiers:
+    """Where each block of the routed request sits in the shared tiers (``where``),
+    looked up once for every replica whose tiers are all shared, and only for the
+    positions some replica's walk reaches.
+
+    ``kof(j)`` is the tier holding ``ids[j]``, or -1 when none does or the id came
+    earlier in the request (a repeat ends a reusable run in a lower tier, as in
+    ``Replica.tier_match``: an earlier copy is either in HBM, and then so is this
+    one, or was counted in a lower tier already).
+    """
+
+    __slots__ = ("ids", "where", "known", "first")
+
+    def __init__(self, tiers: Any, ids: list[int], limit: int) -> None:
+        self.ids = ids
+        self.where = tiers.where
+        self.known: list[int | None] = [None] * limit
+        head = ids[:limit]
+        # first position of each id, only when some id repeats
+        self.first: dict[int, int] | None = None
+        if len(set(head)) < limit:
+            first: dict[int, int] = {}
+            for j, h in enumerate(head):
+                first.setdefault(h, j)
+            self.first = first
+
+    def kof(self, j: int) -> int:
+        k = self.known[j]
+        if k is None:
+            h = self.ids[j]
+            first = self.first
+            k = -1 if first is not None and first[h] < j else self.where(h)
+            self.known[j] = k
+        return k
 
 
 def _effective(hits: Sequence[int], saving: Sequence[float]) -> float:
@@ -1034,7 +1056,7 @@ class ConductorRouter:
         """
         cur = views[0]._cur
         ids, limit, now, input_len = cur[0], cur[1], cur[2], cur[3]
-        kof: list[int] | None = None  # per block: shared tier holding it (-1: none, or a repeat)
+        shared: _SharedTiers | None = None  # the request in the shared tiers (looked up once)
         out = []
         for v in views:
             rep = v._rep
@@ -1052,14 +1074,17 @@ class ConductorRouter:
                 if m == limit:
                     counts = [m] + [0] * tiers.n
                 elif all(t.shared for t in tiers.tiers):
-                    if kof is None:
-                        kof = _shared_tiers_of(tiers, ids, limit)
+                    if shared is None:
+                        shared = _SharedTiers(tiers, ids, limit)
+                    known = shared.known
                     counts = [m] + [0] * tiers.n
                     for j in range(m, limit):
                         if ids[j] in ref:
                             counts[0] += 1  # an HBM block after a lower-tier one
                         else:
-                            k = kof[j]
+                            k = known[j]
+                            if k is None:
+                                k = shared.kof(j)
                             if k < 0:
                                 break
                             counts[k + 1] += 1
