@@ -997,7 +997,11 @@ class ConductorRouter:
     """Smallest estimated TTFT (queue + uncached prefill); ties to the least loaded.
 
     Uses only :class:`ReplicaView`'s public API, so it doubles as an example
-    of a custom KV-centric policy.
+    of a custom KV-centric policy. (The engine runs the built-in policy
+    through a private fast path on its own views, :meth:`_estimates`: the
+    same floats, side effects and choice, with the request's shared-tier
+    lookups done once for all replicas; subclasses go through ``__call__``.
+    A parameter that changes the choice must be honoured by both.)
 
     Examples
     --------
