@@ -63,6 +63,7 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Callable, Sequence
+from itertools import takewhile
 from typing import Any, NamedTuple
 
 __all__ = [
@@ -1061,15 +1062,15 @@ class ConductorRouter:
         cur = views[0]._cur
         ids, limit, now, input_len = cur[0], cur[1], cur[2], cur[3]
         shared: _SharedTiers | None = None  # the request in the shared tiers (looked up once)
+        head = ids[:limit]
         out = []
         for v in views:
             rep = v._rep
             memo = v._memo
             queue = _queue_ms(rep, now, memo)
             ref = rep.cache.ref
-            m = 0
-            while m < limit and ids[m] in ref:
-                m += 1
+            # the leading run of head in HBM (C-level iteration: runs are long)
+            m = len(list(takewhile(ref.__contains__, head))) if head else 0
             tiers = rep.tiers
             if tiers is None:
                 cached = m * rep.bs
