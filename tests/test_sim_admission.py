@@ -6,7 +6,8 @@
 * rejected requests consume nothing: the run equals the run of the workload
   without them;
 * the conductor picks what a brute-force TTFT estimate picks, computed here
-  from the replica's internal queues with an independent chunk loop.
+  from the replica's internal queues with an independent chunk loop (its
+  view path, whose prefill times are memoised, and its fast path).
 """
 
 from __future__ import annotations
@@ -195,6 +196,7 @@ class _Checking(ConductorRouter):
         loads = [reps[i].outstanding for i in ties]
         want = ties[loads.index(min(loads))]
         assert choice == want, (est, choice, want)
+        assert self._fast(replicas) == choice  # the engine's fast path (routing="conductor")
         self.calls += 1
         return choice
 

@@ -26,6 +26,7 @@ from inferasim.reuse import tiered_hit_rate
 from inferasim.sim import LinearCostModel, Simulator, Tier
 from inferasim.sim import cache as cache_mod
 from inferasim.sim import scheduler as sched_mod
+from inferasim.sim.router import ConductorRouter
 
 # (no shrinking: a failing case of these multi-replica runs takes minutes to shrink)
 PHASES = (Phase.explicit, Phase.reuse, Phase.generate)
@@ -176,6 +177,78 @@ def test_tier_aware_router_fast_paths_equal_the_view_paths(wl, cfg, policy):
     fast = Simulator(**{**cfg, "routing": policy}).run(wl)
     slow = Simulator(**{**cfg, "routing": via_views}).run(wl)
     assert_same(fast, slow)
+
+
+class _BothConductor(ConductorRouter):
+    """The conductor through the public views and through its fast path, compared at
+    every arrival (the fast path runs second: its link advances to the same instant
+    are no-ops after the views')."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def __call__(self, request, replicas):
+        slow = super().__call__(request, replicas)
+        want = [v.ttft_estimate_ms + v.handoff_estimate_ms for v in replicas]
+        assert self._estimates(replicas) == want  # the same floats
+        assert self._fast(replicas) == slow
+        self.calls += 1
+        return slow
+
+
+@settings(max_examples=40, deadline=None, phases=PHASES)
+@given(
+    wl=st.one_of(workloads(), busy_workloads()),
+    cfg=tier_configs(),
+    split=st.sampled_from([None, (1, 1), (2, 1), (3, 2)]),
+    layerwise=st.booleans(),
+)
+def test_conductor_fast_path_equals_the_view_path(wl, cfg, split, layerwise):
+    # private tiers (per-replica tier_match), a shared pool alone (the shared-tier lookup
+    # done once per request) or tiers too small to hold a block (none), on aggregated and
+    # disaggregated fleets (handoff estimates on the prefill instances' links)
+    cfg = {**cfg, "temperature": 0.0}
+    if split is not None:
+        del cfg["replicas"]
+        cfg.update(prefill_replicas=split[0], decode_replicas=split[1], layerwise=layerwise)
+    router = _BothConductor()
+    fast = Simulator(**{**cfg, "routing": "conductor"}).run(wl)
+    slow = Simulator(**{**cfg, "routing": router}).run(wl)
+    assert_same(fast, slow)
+    assert router.calls == int((fast.requests["replica"] >= 0).sum())
+
+
+def test_conductor_estimates_with_a_repeated_id_in_a_shared_pool():
+    # A shared pool holds blocks 1 and 2; replica 0's HBM holds block 1, replica 1's
+    # nothing. The request (64 tokens, blocks 1, 2, 1, 3, limit (64 - 1) // 16 = 3 ->
+    # 1, 2, 1). Replica 0: HBM run 1, then 2 from the pool, then 1 again in HBM:
+    # (hbm 2, pool 1). Replica 1: 1 and 2 from the pool, then the repeated 1 ends the
+    # run (already counted for loading, as Replica.tier_match does): (0, 2).
+    from inferasim.sim.router import ReplicaView
+    from inferasim.sim.scheduler import Outputs, Replica
+    from inferasim.sim.tiers import ReplicaTiers, TierStore
+
+    pool = Tier("pool", 10 * 16, read_gbps=1.0, write_gbps=1.0, latency_us=5.0, shared=True)
+    shared = {"pool": TierStore(10, log=True)}
+    shared["pool"].put(1)
+    shared["pool"].put(2)
+    reps = [
+        Replica(
+            r, cost=LinearCostModel(), block_size=16, capacity=50, max_num_seqs=8,
+            max_batched_tokens=64, chunked_prefill=True, eviction="lru", out=Outputs(1),
+            sample_ms=1000.0, jump=True,
+            tiers=ReplicaTiers((pool,), shared, 16, 1e5, False),
+        )
+        for r in range(2)
+    ]
+    reps[0].cache.register(1)
+    reps[0].cache.release([1])
+    cur = [[1, 2, 1, 3], 3, 0.0, 64]
+    views = tuple(ReplicaView(rep, cur, memo={}) for rep in reps)
+    assert [v.hit_blocks_by_tier for v in views] == [(2, 1), (0, 2)]
+    want = [v.ttft_estimate_ms + v.handoff_estimate_ms for v in views]
+    assert ConductorRouter()._estimates(views) == want
+    assert want[0] != want[1]  # (the repeat matters: 3 blocks cached vs 2)
 
 
 # ---------------------------------------------------------------- timing-free limit

@@ -33,8 +33,11 @@ from typing import Any
 
 import numpy as np
 
+from inferasim.sim.cost import LinearCostModel
+from inferasim.sim.roofline import RooflineCostModel
 from inferasim.sim.router import (
     CacheAwareRouter,
+    ConductorRouter,
     KvCostRouter,
     LeastLoadedRouter,
     ReplicaView,
@@ -62,6 +65,23 @@ TIMELINE_ROWS = 100_000
 MIN_TIMELINE_MS = 1e-3
 
 _FAST_ROUTERS = (KvCostRouter, CacheAwareRouter, LeastLoadedRouter)
+#: Cost models whose step_time_ms is a pure function of its arguments: the views'
+#: prefill-time estimates are memoised for them (a user's model may count calls).
+_PURE_COSTS = (RooflineCostModel, LinearCostModel)
+
+
+def estimate_memo(cost: Any) -> dict[tuple[int, ...], float] | None:
+    """A fresh memo for the routing views' prefill-time estimates, or None when
+    ``cost`` is not a built-in (pure) cost model.
+
+    Examples
+    --------
+    >>> estimate_memo(LinearCostModel())
+    {}
+    >>> estimate_memo(object()) is None
+    True
+    """
+    return {} if type(cost) in _PURE_COSTS else None
 
 
 @dataclass
@@ -128,6 +148,149 @@ def rejection_reasons(wl: Workload, capacity: int) -> dict[int, str]:
     return reasons
 
 
+@dataclass
+class Columns:
+    """The workload's columns as the arrival loops read them (plain lists), and the
+    run's start: shared by :func:`simulate` and :func:`simulate_disaggregated`.
+
+    Examples
+    --------
+    >>> wl = Workload.from_requests([5, 9], [40, 16], [2, 2], [[1, 2], [3]], block_size=16)
+    >>> c = Columns.of(wl, capacity=8, sample_ms=None)
+    >>> c.t0, c.sample_ms, c.ids(0), c.ids(1)   # limit: (40 - 1) // 16 = 2, (16 - 1) // 16 = 0
+    (5.0, 0.004, ([1, 2], 2), ([3], 0))
+    """
+
+    n: int
+    bs: int
+    reasons: dict[int, str]  # requests that can never run (see rejection_reasons)
+    arrival: np.ndarray
+    t0: float  # the first arrival (0 without requests)
+    sample_ms: float  # the timeline's sampling period
+    arr: list[float]
+    plen: list[int]
+    olen: list[int]
+    nh: list[int]  # reusable (full prompt) blocks of each request
+    start: list[int]  # offset of each request's hash ids in flat
+    flat: np.ndarray
+
+    @classmethod
+    def of(cls, wl: Workload, capacity: int, sample_ms: float | None) -> Columns:
+        """The columns of ``wl``; ``sample_ms`` None: 1/1000 of the arrival span."""
+        n = len(wl)
+        bs = wl.block_size
+        arrival = wl.arrival_ms.astype(np.float64)
+        P = wl.input_len.astype(np.int64)
+        if wl.has_hash_ids:
+            nh = np.minimum(wl.num_blocks, P // bs)
+        else:
+            nh = np.zeros(n, dtype=np.int64)
+        if sample_ms is None:
+            span = float(arrival[-1] - arrival[0]) if n else 0.0
+            sample_ms = span / 1000.0 if span > 0 else 1000.0
+            if sample_ms < MIN_TIMELINE_MS:
+                sample_ms = MIN_TIMELINE_MS
+        return cls(
+            n=n,
+            bs=bs,
+            reasons=rejection_reasons(wl, capacity),
+            arrival=arrival,
+            t0=float(arrival[0]) if n else 0.0,
+            sample_ms=sample_ms,
+            arr=arrival.tolist(),
+            plen=P.tolist(),
+            olen=wl.output_len.astype(np.int64).tolist(),
+            nh=nh.tolist(),
+            start=wl.offsets[:-1].tolist(),
+            flat=wl.hash_ids,
+        )
+
+    def ids(self, i: int) -> tuple[list[int], int]:
+        """Request ``i``'s reusable block ids and how many of them a hit may reuse
+        (at least one prompt token is always computed)."""
+        k = self.nh[i]
+        ids = self.flat[self.start[i] : self.start[i] + k].tolist() if k else []
+        limit = (self.plen[i] - 1) // self.bs
+        return ids, limit if limit < k else k
+
+    def progress_bar(self, progress: bool) -> Any:
+        """A tqdm bar over the requests, or None."""
+        if not (progress and self.n):
+            return None
+        from tqdm.auto import tqdm
+
+        return tqdm(total=self.n, delay=1.0, unit="req", desc="simulate", leave=False)
+
+    def finish(
+        self,
+        out: Outputs,
+        reps: list[Replica],
+        bar: Any,
+        reasons: dict[int, str],
+        capacity: int,
+        sim_arr: np.ndarray | None,
+    ) -> float:
+        """Close the bar and the timelines, check the run; return its end (ms)."""
+        if bar is not None:
+            bar.update(self.n - bar.n)
+            bar.close()
+        fin = np.frombuffer(out.finish, dtype=np.float64)
+        end = float(np.nanmax(fin)) if np.isfinite(fin).any() else self.t0
+        stop = math.nextafter(end, math.inf)
+        for rep in reps:
+            if rep.next_sample < stop:
+                rep._emit(stop)
+        check_outputs(out, self.arrival if sim_arr is None else sim_arr, reasons, reps, capacity)
+        return end
+
+
+def configure_router(
+    router: Any,
+    num_replicas: int,
+    seed: int | None,
+    *,
+    block_size: int,
+    cost: Any,
+    tiers: tuple[Tier, ...],
+    live: bool,
+    chunk_tokens: int,
+    kv_bytes: float,
+) -> None:
+    """Tell a built-in router the run's block size and tier savings; reset it.
+
+    Examples
+    --------
+    >>> from inferasim.sim.cost import LinearCostModel
+    >>> r = KvCostRouter()
+    >>> configure_router(r, 2, 0, block_size=16, cost=LinearCostModel(), tiers=(), live=False,
+    ...                  chunk_tokens=64, kv_bytes=0.0)
+    >>> r.block_size
+    16
+    """
+    if isinstance(router, KvCostRouter):
+        router.block_size = block_size
+    if live and isinstance(router, KvCostRouter | CacheAwareRouter):
+        router.tier_saving = tier_savings(cost, tiers, block_size, chunk_tokens, kv_bytes)
+    reset = getattr(router, "reset", None)
+    if reset is not None:
+        reset(num_replicas, seed)
+
+
+def session_children(parent: np.ndarray) -> dict[int, list[int]]:
+    """Closed loop: the requests each request's answer sends (its next turns).
+
+    Examples
+    --------
+    >>> session_children(np.array([-1, 0, 0, 1]))
+    {0: [1, 2], 1: [3]}
+    """
+    children: dict[int, list[int]] = {}
+    for j, p_j in enumerate(parent.tolist()):
+        if p_j >= 0:
+            children.setdefault(p_j, []).append(j)
+    return children
+
+
 def simulate(
     wl: Workload,
     *,
@@ -174,8 +337,8 @@ def simulate(
     >>> list(run.out.replica), run.end_ms
     ([0, 1], 10.9)
     """
-    n = len(wl)
-    bs = wl.block_size
+    col = Columns.of(wl, capacity, sample_ms)
+    n, bs, reasons, t0, sample_ms = col.n, col.bs, col.reasons, col.t0, col.sample_ms
     out = Outputs(n, len(tiers))
     live = any(t.capacity_tokens >= bs for t in tiers)
     shared = {t.name: TierStore(t.capacity_tokens // bs, log=True) for t in tiers if t.shared}
@@ -186,22 +349,6 @@ def simulate(
             f"KV tiers need the KV bytes per token: the cost model has kv_bytes_per_token="
             f"{kvb!r}; give e.g. LinearCostModel(kv_bytes_per_token=131072)"
         )
-    reasons = rejection_reasons(wl, capacity)
-    arrival = wl.arrival_ms.astype(np.float64)
-    P = wl.input_len.astype(np.int64)
-    out_len = wl.output_len.astype(np.int64)
-    if wl.has_hash_ids:
-        nh = np.minimum(wl.num_blocks, P // bs)
-    else:
-        nh = np.zeros(n, dtype=np.int64)
-    starts = wl.offsets[:-1]
-    flat = wl.hash_ids
-    if sample_ms is None:
-        span = float(arrival[-1] - arrival[0]) if n else 0.0
-        sample_ms = span / 1000.0 if span > 0 else 1000.0
-        if sample_ms < MIN_TIMELINE_MS:
-            sample_ms = MIN_TIMELINE_MS
-    t0 = float(arrival[0]) if n else 0.0
 
     reps = [
         Replica(
@@ -231,30 +378,19 @@ def simulate(
         rep.peers = reps
         rep.tl_cap = tl_cap
     current: list[Any] = [[], 0, 0.0, 0]  # ids, limit, time, input_len of the request
-    views = tuple(ReplicaView(rep, current) for rep in reps)
-    if isinstance(router, KvCostRouter):
-        router.block_size = bs
-    if live and isinstance(router, KvCostRouter | CacheAwareRouter):
-        router.tier_saving = tier_savings(cost, tiers, bs, max_batched_tokens, kvb)
-    reset = getattr(router, "reset", None)
-    if reset is not None:
-        reset(num_replicas, seed)
+    memo = estimate_memo(cost)
+    views = tuple(ReplicaView(rep, current, memo=memo) for rep in reps)
+    configure_router(
+        router, num_replicas, seed, block_size=bs, cost=cost, tiers=tiers, live=live,
+        chunk_tokens=max_batched_tokens, kv_bytes=kvb,
+    )
     needs_state = getattr(router, "needs_state", True)
     # built-in policies have a fast path reading the replicas directly
     fast_route = getattr(router, "_fast", None) if type(router) in _FAST_ROUTERS else None
+    conductor = type(router) is ConductorRouter  # its fast path reads the views
 
-    bar = None
-    if progress and n:
-        from tqdm.auto import tqdm
-
-        bar = tqdm(total=n, delay=1.0, unit="req", desc="simulate", leave=False)
-    arr_l, P_l, O_l, nh_l, st_l = (
-        arrival.tolist(),
-        P.tolist(),
-        out_len.tolist(),
-        nh.tolist(),
-        starts.tolist(),
-    )
+    bar = col.progress_bar(progress)
+    arr_l, P_l, O_l = col.arr, col.plen, col.olen
     wakes = [math.inf] * num_replicas
     # active blocks of each replica (running plus queued prompt blocks), what kv_cost
     # reads: replica state only changes in advance/arrive, each followed by an update
@@ -300,10 +436,7 @@ def simulate(
     closed = parent is not None
     sim_arr: np.ndarray | None = None
     if closed:
-        children: dict[int, list[int]] = {}
-        for j, p_j in enumerate(parent.tolist()):
-            if p_j >= 0:
-                children.setdefault(p_j, []).append(j)
+        children = session_children(parent)
         watch = set(children)
         for rep in reps:
             rep.watch = watch
@@ -376,11 +509,7 @@ def simulate(
                 issue(i, a)
             continue
         p = P_l[i]
-        k = nh_l[i]
-        ids = flat[st_l[i] : st_l[i] + k].tolist() if k else []
-        limit = (p - 1) // bs
-        if limit > k:
-            limit = k
+        ids, limit = col.ids(i)
         r = -1
         if coupled:
             advance_all(a)
@@ -407,7 +536,12 @@ def simulate(
             current[1] = limit
             current[2] = a
             current[3] = p
-            r = replica_index(router(Request(i, a, p, O_l[i], tuple(ids)), views), i, num_replicas)
+            if conductor:
+                r = router._fast(views)
+            else:
+                r = replica_index(
+                    router(Request(i, a, p, O_l[i], tuple(ids)), views), i, num_replicas
+                )
         rep = reps[r]
         rep.advance(a)
         if admission is not None:
@@ -447,16 +581,7 @@ def simulate(
             raise RuntimeError("internal error: closed-loop turns left at the end of the run")
         for rep in reps:
             rep.watch = None
-    if bar is not None:
-        bar.update(n - bar.n)
-        bar.close()
-    fin = np.frombuffer(out.finish, dtype=np.float64)
-    end = float(np.nanmax(fin)) if np.isfinite(fin).any() else t0
-    stop = math.nextafter(end, math.inf)
-    for rep in reps:
-        if rep.next_sample < stop:
-            rep._emit(stop)
-    check_outputs(out, arrival if sim_arr is None else sim_arr, reasons, reps, capacity)
+    end = col.finish(out, reps, bar, reasons, capacity, sim_arr)
     return RunOutput(
         out=out,
         reasons=reasons,
@@ -578,8 +703,8 @@ def simulate_disaggregated(
     """
     from inferasim.sim.transfer import Link
 
-    n = len(wl)
-    bs = wl.block_size
+    col = Columns.of(wl, capacity, sample_ms)
+    n, bs, reasons, t0, sample_ms = col.n, col.bs, col.reasons, col.t0, col.sample_ms
     P_n, D_n = prefill_replicas, decode_replicas
     out = Outputs(n, len(tiers))
     # KV tiers (and a shared pool) sit behind the prefill instances' HBM: the
@@ -587,19 +712,6 @@ def simulate_disaggregated(
     # tier needs; decode instances have none
     live = any(t.capacity_tokens >= bs for t in tiers)
     shared = {t.name: TierStore(t.capacity_tokens // bs, log=True) for t in tiers if t.shared}
-    reasons = rejection_reasons(wl, capacity)
-    arrival = wl.arrival_ms.astype(np.float64)
-    P = wl.input_len.astype(np.int64)
-    out_len = wl.output_len.astype(np.int64)
-    nh = np.minimum(wl.num_blocks, P // bs) if wl.has_hash_ids else np.zeros(n, dtype=np.int64)
-    starts = wl.offsets[:-1]
-    flat = wl.hash_ids
-    if sample_ms is None:
-        span = float(arrival[-1] - arrival[0]) if n else 0.0
-        sample_ms = span / 1000.0 if span > 0 else 1000.0
-        if sample_ms < MIN_TIMELINE_MS:
-            sample_ms = MIN_TIMELINE_MS
-    t0 = float(arrival[0]) if n else 0.0
 
     def make(r: int, role: str) -> Replica:
         with_tiers = live and role == "prefill"
@@ -635,28 +747,19 @@ def simulate_disaggregated(
         rep.tl_cap = tl_cap
     links = [Link(handoff_gbps, handoff_latency_us) for _ in range(P_n)]
     current: list[Any] = [[], 0, 0.0, 0]
-    views = tuple(ReplicaView(rep, current, links[r], kv_bytes_per_token) for r, rep in enumerate(pre))
-    dviews = tuple(ReplicaView(rep, current) for rep in dec)
-    if isinstance(router, KvCostRouter):
-        router.block_size = bs
-    if live and isinstance(router, KvCostRouter | CacheAwareRouter):
-        router.tier_saving = tier_savings(cost, tiers, bs, max_batched_tokens, kv_bytes_per_token)
-    reset = getattr(router, "reset", None)
-    if reset is not None:
-        reset(P_n, seed)
-
-    bar = None
-    if progress and n:
-        from tqdm.auto import tqdm
-
-        bar = tqdm(total=n, delay=1.0, unit="req", desc="simulate", leave=False)
-    arr_l, P_l, O_l, nh_l, st_l = (
-        arrival.tolist(),
-        P.tolist(),
-        out_len.tolist(),
-        nh.tolist(),
-        starts.tolist(),
+    memo = estimate_memo(cost)
+    views = tuple(
+        ReplicaView(rep, current, links[r], kv_bytes_per_token, memo) for r, rep in enumerate(pre)
     )
+    dviews = tuple(ReplicaView(rep, current, memo=memo) for rep in dec)
+    conductor = type(router) is ConductorRouter  # its fast path reads the views
+    configure_router(
+        router, P_n, seed, block_size=bs, cost=cost, tiers=tiers, live=live,
+        chunk_tokens=max_batched_tokens, kv_bytes=kv_bytes_per_token,
+    )
+
+    bar = col.progress_bar(progress)
+    arr_l, P_l, O_l = col.arr, col.plen, col.olen
 
     waiting_room: list[tuple[Seq, int]] = []  # handoffs waiting for decode room, FCFS
     # in flight: (link, transfer id) -> [seq, prefill index, decode index, prefill done?,
@@ -665,14 +768,24 @@ def simulate_disaggregated(
     by_seq: dict[int, list[Any]] = {}  # request id -> its flight record (layerwise)
 
     def least_active_with_room(need: int, t: float) -> int:
+        """The decode instance with room for ``need`` blocks and the fewest active
+        ones (ties to the lowest index), brought up to ``t``; -1 if none has room.
+
+        Memory and queue only change where a replica wakes, so only the ones
+        waking by ``t`` are advanced to read them (and then the chosen one).
+        """
         best, best_active = -1, 0
         for j, rep in enumerate(dec):
-            rep.advance(t)
-            if rep.capacity - rep.n_private - rep.cache.pinned < need:
+            if rep.wake() <= t:
+                rep.advance(t)
+            pinned = rep.cache.pinned
+            if rep.capacity - rep.n_private - pinned < need:
                 continue
-            act = rep.n_private + rep.cache.pinned + rep.queued_blocks
+            act = rep.n_private + pinned + rep.queued_blocks
             if best < 0 or act < best_active:
                 best, best_active = j, act
+        if best >= 0:
+            dec[best].advance(t)
         return best
 
     def place(seq: Seq, p: int, t: float, done: bool) -> bool:
@@ -720,9 +833,7 @@ def simulate_disaggregated(
     sim_arr = np.full(n, np.nan) if closed else None
     inflight = 0  # requests with a waiting next turn, routed and not finished
     if closed:
-        for j, p_j in enumerate(parent.tolist()):
-            if p_j >= 0:
-                children.setdefault(p_j, []).append(j)
+        children = session_children(parent)
         watch = set(children)
         for rep in pre + dec:
             rep.watch = watch
@@ -752,14 +863,15 @@ def simulate_disaggregated(
             T = queue[0][0] if queue else inf
         else:
             T = arr_l[order[k]] if k < len(order) else inf
-        for rep in pre:
-            w = rep.wake()
-            if w < T:
-                T = w
-        for link in links:
-            w = link.next_done()
-            if w < T:
-                T = w
+        # (read once: nothing changes a prefill instance or a link before steps 1, 2 use them)
+        pre_wake = [rep.wake() for rep in pre]
+        link_done = [link.next_done() for link in links]
+        w = min(pre_wake)
+        if w < T:
+            T = w
+        w = min(link_done)
+        if w < T:
+            T = w
         if waiting_room or inflight:
             for rep in dec:
                 w = rep.wake()
@@ -774,7 +886,7 @@ def simulate_disaggregated(
         # 1. prefill instances up to T: steps ending at T complete (first tokens)
         events: list[tuple[bool, Seq, float, int]] = []
         for p, rep in enumerate(pre):
-            if rep.wake() <= T:
+            if pre_wake[p] <= T:
                 rep.advance(T)
             if rep.handoffs:
                 events.extend((done, seq, te, p) for done, seq, te in rep.handoffs)
@@ -791,11 +903,13 @@ def simulate_disaggregated(
                     call_off(seq, te)
             elif layerwise and not done and not place(seq, p, te, False):
                 waiting_room.append((seq, p))
+        if early and layerwise:  # (transfers started or called off)
+            link_done = [link.next_done() for link in links]
         # 2. transfers delivered by T
         for p, link in enumerate(links):
             # (advance a link only when something is delivered: its float state
             # then depends on the event times alone, the same in both loops)
-            if link.next_done() <= T:
+            if link_done[p] <= T:
                 for tid in link.pop_done(T):
                     rec = flight.pop((p, tid))
                     out.delivered[rec[0].rid] = T
@@ -850,11 +964,7 @@ def simulate_disaggregated(
             if bar is not None and not count & 1023:
                 bar.update(1024)
             p_len = P_l[i]
-            kk = nh_l[i]
-            ids = flat[st_l[i] : st_l[i] + kk].tolist() if kk else []
-            limit = (p_len - 1) // bs
-            if limit > kk:
-                limit = kk
+            ids, limit = col.ids(i)
             if getattr(router, "needs_state", True):
                 for rep in pre:
                     rep.advance(a)
@@ -862,14 +972,25 @@ def simulate_disaggregated(
             current[1] = limit
             current[2] = a
             current[3] = p_len
-            req = Request(i, a, p_len, O_l[i], tuple(ids))
-            r = replica_index(router(req, views), i, P_n, " (a prefill instance)")
+            if conductor:
+                r = router._fast(views)
+            else:
+                r = replica_index(
+                    router(Request(i, a, p_len, O_l[i], tuple(ids)), views),
+                    i,
+                    P_n,
+                    " (a prefill instance)",
+                )
             rep = pre[r]
             rep.advance(a)
             if admission is not None:
                 need = -(-(p_len + 1) // bs)
                 d = least_active_with_room(need, a)
-                dv = dviews[d] if d >= 0 else dviews[0]
+                if d < 0:  # (no room anywhere: the view of the first, brought up to a)
+                    d = 0
+                    dec[0].advance(a)
+                dv = dviews[d]
+                req = Request(i, a, p_len, O_l[i], tuple(ids))
                 if not admission(req, (views[r], dv), a):
                     reasons[i] = getattr(admission, "last_reason", "") or "rejected by admission"
                     if closed:
@@ -891,17 +1012,8 @@ def simulate_disaggregated(
             raise RuntimeError("internal error: closed-loop turns left at the end of the run")
         for rep in pre + dec:
             rep.watch = None
-    if bar is not None:
-        bar.update(n - bar.n)
-        bar.close()
-    fin = np.frombuffer(out.finish, dtype=np.float64)
-    end = float(np.nanmax(fin)) if np.isfinite(fin).any() else t0
-    stop = math.nextafter(end, math.inf)
     reps = pre + dec
-    for rep in reps:
-        if rep.next_sample < stop:
-            rep._emit(stop)
-    check_outputs(out, arrival if sim_arr is None else sim_arr, reasons, reps, capacity)
+    end = col.finish(out, reps, bar, reasons, capacity, sim_arr)
     return RunOutput(
         out=out,
         reasons=reasons,

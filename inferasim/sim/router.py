@@ -63,6 +63,7 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Callable, Sequence
+from itertools import takewhile
 from typing import Any, NamedTuple
 
 __all__ = [
@@ -127,15 +128,23 @@ class ReplicaView:
     [(0, 0, 1), (1, 0, 0)]
     """
 
-    __slots__ = ("_rep", "_cur", "_link", "_kvb")
+    __slots__ = ("_rep", "_cur", "_link", "_kvb", "_memo")
 
     def __init__(
-        self, replica: Any, current: list[Any], link: Any = None, kv_bytes_per_token: float = 0.0
+        self,
+        replica: Any,
+        current: list[Any],
+        link: Any = None,
+        kv_bytes_per_token: float = 0.0,
+        memo: dict[tuple[int, ...], float] | None = None,
     ) -> None:
         self._rep = replica
         self._cur = current  # [ids, limit, now, input_len] of the request being routed
         self._link = link  # a prefill instance's handoff link (disaggregated fleets)
         self._kvb = kv_bytes_per_token
+        # prefill_ms results by (tokens, cached, B, S, max_tokens), shared by the views of
+        # one run; the engine passes one only for cost models known to be pure functions
+        self._memo = memo
 
     @property
     def role(self) -> str:
@@ -330,16 +339,7 @@ class ReplicaView:
         >>> _demo_view().prefill_tokens_pending  # request 1 waits with 32 tokens
         32
         """
-        rep = self._rep
-        n = 0
-        for seq in rep.waiting:
-            n += seq.tokens
-        for seq in rep.prefilling:
-            n += seq.tokens - seq.computed
-        if rep.in_step:
-            for _, k in rep.cur_chunks:  # (computed when the running step ends)
-                n -= k
-        return n
+        return _pending_tokens(self._rep)
 
     def prefill_ms(self, tokens: int, cached: int = 0) -> float:
         """Estimated time to prefill ``tokens`` prompt tokens after ``cached``
@@ -355,21 +355,7 @@ class ReplicaView:
         >>> round(v.prefill_ms(100), 3)  # 2 steps: 5 + 0.05 * 63 + 0.1, 5 + 0.05 * 37 + 0.1
         15.2
         """
-        rep = self._rep
-        B, S = rep.B, rep.S
-        budget = rep.max_tokens - B
-        if budget < 1:
-            budget = 1
-        cost = rep.cost
-        t = 0.0
-        c = cached
-        left = tokens
-        while left > 0:
-            n = left if left < budget else budget
-            t += float(cost(n, n * c + n * (n + 1) // 2, B, S))
-            c += n
-            left -= n
-        return t
+        return _prefill_ms(self._rep, tokens, cached, self._memo)
 
     @property
     def queue_ms(self) -> float:
@@ -383,11 +369,7 @@ class ReplicaView:
         >>> round(v.queue_ms, 3)  # 2.7 + (5 + 0.05 * 32 + 0.1)
         9.4
         """
-        rep = self._rep
-        now = self._cur[2]
-        wait = rep.step_end - now if rep.in_step and rep.step_end > now else 0.0
-        pending = self.prefill_tokens_pending
-        return wait + (self.prefill_ms(pending) if pending else 0.0)
+        return _queue_ms(self._rep, self._cur[2], self._memo)
 
     @property
     def ttft_estimate_ms(self) -> float:
@@ -478,6 +460,63 @@ class ReplicaView:
         if rep.tiers is None:
             return 0.0
         return rep.tiers.backlog_ms(self._cur[2])
+
+
+def _pending_tokens(rep: Any) -> int:
+    """:attr:`ReplicaView.prefill_tokens_pending` of replica ``rep``."""
+    n = 0
+    for seq in rep.waiting:
+        n += seq.tokens
+    for seq in rep.prefilling:
+        n += seq.tokens - seq.computed
+    if rep.in_step:
+        for _, k in rep.cur_chunks:  # (computed when the running step ends)
+            n -= k
+    return n
+
+
+#: Entries a prefill-time memo holds before it is emptied (its values are exact,
+#: so emptying it only costs recomputation).
+_MEMO_MAX = 1 << 15
+
+
+def _prefill_ms(rep: Any, tokens: int, cached: int, memo: dict[tuple[int, ...], float] | None) -> float:
+    """:meth:`ReplicaView.prefill_ms` of replica ``rep``, looked up in ``memo`` first.
+
+    The chunk loop is a pure function of ``(tokens, cached, B, S, max_tokens)``
+    and the cost model, so a memo (one per run and cost model) gives the same
+    float as the loop.
+    """
+    B, S = rep.B, rep.S
+    if memo is not None:
+        key = (tokens, cached, B, S, rep.max_tokens)
+        t = memo.get(key)
+        if t is not None:
+            return t
+    budget = rep.max_tokens - B
+    if budget < 1:
+        budget = 1
+    cost = rep.cost
+    t = 0.0
+    c = cached
+    left = tokens
+    while left > 0:
+        n = left if left < budget else budget
+        t += float(cost(n, n * c + n * (n + 1) // 2, B, S))
+        c += n
+        left -= n
+    if memo is not None:
+        if len(memo) >= _MEMO_MAX:
+            memo.clear()
+        memo[key] = t
+    return t
+
+
+def _queue_ms(rep: Any, now: float, memo: dict[tuple[int, ...], float] | None) -> float:
+    """:attr:`ReplicaView.queue_ms` of replica ``rep`` at ``now``."""
+    wait = rep.step_end - now if rep.in_step and rep.step_end > now else 0.0
+    pending = _pending_tokens(rep)
+    return wait + (_prefill_ms(rep, pending, 0, memo) if pending else 0.0)
 
 
 def _demo_view() -> ReplicaView:
@@ -855,6 +894,42 @@ class KvCostRouter:
         return best
 
 
+class _SharedTiers:
+    """Where each block of the routed request sits in the shared tiers (``where``),
+    looked up once for every replica whose tiers are all shared, and only for the
+    positions some replica's walk reaches.
+
+    ``kof(j)`` is the tier holding ``ids[j]``, or -1 when none does or the id came
+    earlier in the request (a repeat ends a reusable run in a lower tier, as in
+    ``Replica.tier_match``: an earlier copy is either in HBM, and then so is this
+    one, or was counted in a lower tier already).
+    """
+
+    __slots__ = ("ids", "where", "known", "first")
+
+    def __init__(self, tiers: Any, ids: list[int], limit: int) -> None:
+        self.ids = ids
+        self.where = tiers.where
+        self.known: list[int | None] = [None] * limit
+        head = ids[:limit]
+        # first position of each id, only when some id repeats
+        self.first: dict[int, int] | None = None
+        if len(set(head)) < limit:
+            first: dict[int, int] = {}
+            for j, h in enumerate(head):
+                first.setdefault(h, j)
+            self.first = first
+
+    def kof(self, j: int) -> int:
+        k = self.known[j]
+        if k is None:
+            h = self.ids[j]
+            first = self.first
+            k = -1 if first is not None and first[h] < j else self.where(h)
+            self.known[j] = k
+        return k
+
+
 def _effective(hits: Sequence[int], saving: Sequence[float]) -> float:
     """HBM blocks plus lower-tier blocks weighted by the share of a miss they save."""
     m = float(hits[0])
@@ -923,7 +998,11 @@ class ConductorRouter:
     """Smallest estimated TTFT (queue + uncached prefill); ties to the least loaded.
 
     Uses only :class:`ReplicaView`'s public API, so it doubles as an example
-    of a custom KV-centric policy.
+    of a custom KV-centric policy. (The engine runs the built-in policy
+    through a private fast path on its own views, :meth:`_estimates`: the
+    same floats, side effects and choice, with the request's shared-tier
+    lookups done once for all replicas; subclasses go through ``__call__``.
+    A parameter that changes the choice must be honoured by both.)
 
     Examples
     --------
@@ -955,6 +1034,75 @@ class ConductorRouter:
             if best < 0 or key < best_key:
                 best, best_key = v.index, key
         return best
+
+    def _fast(self, views: Sequence[ReplicaView]) -> int:
+        """Same answer as ``__call__`` on the engine's own views (engine use)."""
+        est = self._estimates(views)
+        best = 0
+        best_t = est[0]
+        best_load = views[0]._rep.outstanding
+        for j in range(1, len(est)):
+            t = est[j]
+            if t <= best_t:
+                load = views[j]._rep.outstanding
+                if t < best_t or load < best_load:
+                    best, best_t, best_load = j, t, load
+        return views[best]._rep.index
+
+    def _estimates(self, views: Sequence[ReplicaView]) -> list[float]:
+        """``ttft_estimate_ms + handoff_estimate_ms`` of each of the engine's views.
+
+        The same floats in the same order of operations, with the same side
+        effects (every link an estimate reads is advanced to now, as the
+        views do), computed with less overhead: the request's place in the
+        shared tiers is looked up once for all the replicas (a replica whose
+        tiers are all shared sees the same stores), and prefill times come
+        from the views' memo.
+        """
+        cur = views[0]._cur
+        ids, limit, now, input_len = cur[0], cur[1], cur[2], cur[3]
+        shared: _SharedTiers | None = None  # the request in the shared tiers (looked up once)
+        head = ids[:limit]
+        out = []
+        for v in views:
+            rep = v._rep
+            memo = v._memo
+            queue = _queue_ms(rep, now, memo)
+            ref = rep.cache.ref
+            # the leading run of head in HBM (C-level iteration: runs are long)
+            m = len(list(takewhile(ref.__contains__, head))) if head else 0
+            tiers = rep.tiers
+            if tiers is None:
+                cached = m * rep.bs
+                ttft = queue + _prefill_ms(rep, input_len - cached, cached, memo)
+            else:
+                if m == limit:
+                    counts = [m] + [0] * tiers.n
+                elif all(t.shared for t in tiers.tiers):
+                    if shared is None:
+                        shared = _SharedTiers(tiers, ids, limit)
+                    known = shared.known
+                    counts = [m] + [0] * tiers.n
+                    for j in range(m, limit):
+                        if ids[j] in ref:
+                            counts[0] += 1  # an HBM block after a lower-tier one
+                        else:
+                            k = known[j]
+                            if k is None:
+                                k = shared.kof(j)
+                            if k < 0:
+                                break
+                            counts[k + 1] += 1
+                else:
+                    counts = rep.tier_match(ids, limit)
+                cached = sum(counts) * rep.bs
+                load = tiers.load_estimate_ms(now, counts[1:]) if cached else 0.0
+                ttft = queue + load + _prefill_ms(rep, input_len - cached, cached, memo)
+            link = v._link
+            out.append(
+                ttft + (link.estimate_ms(now, input_len * v._kvb) if link is not None else 0.0)
+            )
+        return out
 
 
 ROUTING_POLICIES: dict[str, Callable[..., Any]] = {
