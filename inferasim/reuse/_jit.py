@@ -1,6 +1,8 @@
 """The numba kernels behind :mod:`inferasim.reuse._kernels` (imported lazily: needs numba).
 
-Compiled on first call and cached on disk (``cache=True``).
+Compiled on first call and cached on disk (``cache=True``). The helpers are
+inlined (``inline="always"``): a call between compiled functions that passes
+arrays pays reference counting on each of them, which doubled the LFU loop.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ import numpy as np
 from numba import njit
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def lookup(look: Any, a: int, b: int, state: Any, absent: int) -> int:
     """Leading run of ``look[a:b]`` whose state is not ``absent``."""
     h = 0
@@ -45,7 +47,7 @@ def fifo(look: Any, lo: Any, touch: Any, to: Any, capacity: int, n_ids: int) -> 
     return hits
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def heap_push(heap: Any, size: int, value: int) -> int:
     i = size
     heap[i] = value
@@ -59,7 +61,7 @@ def heap_push(heap: Any, size: int, value: int) -> int:
     return size + 1
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def heap_pop(heap: Any, size: int) -> Any:
     top = heap[0]
     size -= 1
@@ -80,41 +82,65 @@ def heap_pop(heap: Any, size: int) -> Any:
     return top, size
 
 
+@njit(cache=True, nogil=True, inline="always")
+def unlink(x: int, f: int, prev: Any, nxt: Any, head: Any, tail: Any) -> None:
+    p, q = prev[x], nxt[x]
+    if p >= 0:
+        nxt[p] = q
+    else:
+        head[f] = q
+    if q >= 0:
+        prev[q] = p
+    else:
+        tail[f] = p
+
+
+@njit(cache=True, nogil=True, inline="always")
+def append(x: int, f: int, prev: Any, nxt: Any, head: Any, tail: Any) -> None:
+    last = tail[f]
+    prev[x] = last
+    nxt[x] = -1
+    if last >= 0:
+        nxt[last] = x
+    else:
+        head[f] = x
+    tail[f] = x
+
+
 @njit(cache=True, nogil=True)
 def lfu(look: Any, lo: Any, touch: Any, to: Any, capacity: int, n_ids: int) -> Any:
-    # entry = (uses * T + clock) * U + id: the heap pops the fewest uses, then the
-    # least recent touch; the id and the use count decode from the entry.
+    # The Python loop's buckets as doubly linked lists: one list per use count,
+    # oldest entry first (head), threaded through prev/nxt indexed by id.
     n = lo.size - 1
-    u = n_ids
-    t = touch.size + 1
     hits = np.zeros(n, dtype=np.int64)
-    live = np.full(n_ids, -1, dtype=np.int64)  # id -> its live entry, -1 = not cached
-    heap = np.empty(touch.size + 1, dtype=np.int64)
-    size = 0
+    uses = np.zeros(n_ids, dtype=np.int64)  # 0 = not cached
+    prev = np.full(n_ids, -1, dtype=np.int64)
+    nxt = np.full(n_ids, -1, dtype=np.int64)
+    head = np.full(n + 2, -1, dtype=np.int64)  # a block is touched at most once a request
+    tail = np.full(n + 2, -1, dtype=np.int64)
     cached = 0
-    clock = 0
+    min_uses = 0
     for r in range(n):
-        hits[r] = lookup(look, lo[r], lo[r + 1], live, -1)
+        hits[r] = lookup(look, lo[r], lo[r + 1], uses, 0)
         for i in range(to[r], to[r + 1]):
             x = touch[i]
-            clock += 1
-            old = live[x]
-            if old < 0:
-                uses = 1
-                if cached >= capacity:
-                    while True:
-                        entry, size = heap_pop(heap, size)
-                        victim = entry % u
-                        if live[victim] == entry:
-                            live[victim] = -1
-                            cached -= 1
-                            break
-                cached += 1
+            f = uses[x]
+            if f > 0:
+                unlink(x, f, prev, nxt, head, tail)
+                if head[f] < 0 and min_uses == f:
+                    min_uses = f + 1
+                uses[x] = f + 1
+                append(x, f + 1, prev, nxt, head, tail)
             else:
-                uses = old // (t * u) + 1
-            entry = (uses * t + clock) * u + x
-            live[x] = entry
-            size = heap_push(heap, size, entry)
+                if cached >= capacity:
+                    victim = head[min_uses]
+                    unlink(victim, min_uses, prev, nxt, head, tail)
+                    uses[victim] = 0
+                    cached -= 1
+                uses[x] = 1
+                append(x, 1, prev, nxt, head, tail)
+                cached += 1
+                min_uses = 1
     return hits
 
 

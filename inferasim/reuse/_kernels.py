@@ -17,9 +17,8 @@ request.
 - FIFO: the cache always holds the last ``min(insertions, C)`` inserted
   ids, so an id is cached exactly when its latest insertion number is above
   ``insertions - C``: one counter and one array, no queue.
-- LFU: a min-heap of ``(uses, last touch)`` packed in one integer with the
-  id, stale entries skipped; the least used, least recently touched block is
-  the victim, as the bucket lists of the Python loop choose it.
+- LFU: the Python loop's buckets (one list per use count, oldest first) as
+  doubly linked lists threaded through arrays indexed by id: O(1) a touch.
 - OPT: a max-heap of next-use positions, stale entries skipped, exactly the
   Python loop.
 

@@ -22,7 +22,7 @@ from inferasim.reuse._partial import check_partial, divergences
 from inferasim.reuse._refs import BlockRefs, block_refs, check_touch
 from inferasim.reuse._result import check_capacity
 from inferasim.reuse._stack import depth_at, lookup_depths, prefix_max
-from inferasim.reuse.replay import check_policy, replay_hits_many
+from inferasim.reuse.replay import check_policy, iter_replay_hits
 from inferasim.workload import Workload
 
 __all__ = ["hit_rate_curve", "prefix_depths", "CURVE_COLUMNS"]
@@ -232,16 +232,12 @@ def replayed_hits(
     hit_tokens = np.empty(caps.size, dtype=np.int64)
     cum = np.concatenate(([0], np.cumsum(refs.tokens)))
     start = refs.offsets[:-1]
-    groups = [caps.tolist()] if stop_at_blocks is None else [[c] for c in caps.tolist()]
-    j = 0
-    for group in groups:
-        for per_request in replay_hits_many(refs, group, policy, touch):
-            hit_blocks[j] = per_request.sum()
-            hit_tokens[j] = (cum[start + per_request] - cum[start]).sum()
-            j += 1
-        if stop_at_blocks is not None and hit_blocks[j - 1] >= stop_at_blocks:
-            hit_blocks[j:] = hit_blocks[j - 1]
-            hit_tokens[j:] = hit_tokens[j - 1]
+    for j, per_request in enumerate(iter_replay_hits(refs, caps.tolist(), policy, touch)):
+        hit_blocks[j] = per_request.sum()
+        hit_tokens[j] = (cum[start + per_request] - cum[start]).sum()
+        if stop_at_blocks is not None and hit_blocks[j] >= stop_at_blocks:
+            hit_blocks[j + 1 :] = hit_blocks[j]
+            hit_tokens[j + 1 :] = hit_tokens[j]
             break
     return hit_blocks, hit_tokens
 

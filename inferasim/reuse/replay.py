@@ -71,7 +71,7 @@ from __future__ import annotations
 
 import heapq
 from collections import OrderedDict, deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 import pandas as pd
@@ -292,46 +292,71 @@ def replay_hits_many(
     >>> replay_hits_many(block_refs(wl), [0, 1, 3], "fifo").tolist()
     [[0, 0], [0, 1], [0, 1]]
     """
+    caps = [int(c) for c in capacities]
+    out = np.zeros((len(caps), refs.n_requests), dtype=np.int64)
+    for j, hits in enumerate(iter_replay_hits(refs, caps, policy, touch, compiled=compiled)):
+        out[j] = hits
+    return out
+
+
+def iter_replay_hits(
+    refs: BlockRefs,
+    capacities: Iterable[int],
+    policy: str = "lru",
+    touch: str = "tail_first",
+    *,
+    compiled: bool | None = None,
+) -> Iterator[np.ndarray]:
+    """:func:`replay_hits` at each capacity in turn, lazily, preparing the replay once.
+
+    A caller may stop early (a stack policy that reached its ceiling).
+
+    Examples
+    --------
+    >>> from inferasim.reuse._refs import block_refs
+    >>> wl = Workload.from_requests([0, 1], [2, 2], [1, 1], [[1, 2], [1, 3]], block_size=1)
+    >>> [h.tolist() for h in iter_replay_hits(block_refs(wl), [1, 2], "opt")]
+    [[0, 1], [0, 1]]
+    """
     check_policy(policy)
     check_touch(touch)
     caps = [int(c) for c in capacities]
-    out = np.zeros((len(caps), refs.n_requests), dtype=np.int64)
+    zeros = np.zeros(refs.n_requests, dtype=np.int64)
     if refs.ids.size == 0 or not any(caps):
-        return out
+        for _ in caps:
+            yield zeros.copy()
+        return
     seq = touch_sequence(refs, touch)
     use_kernel = policy in _kernels.KERNEL_POLICIES and (
         _kernels.available() if compiled is None else compiled
     )
     nxt = _next_use(refs, seq.compact, seq.flat_pos) if policy == "opt" else None
+    run: Callable[[int], Sequence[int] | np.ndarray]
     if use_kernel:
-        for j, capacity in enumerate(caps):
-            if capacity:
-                out[j] = _kernels.replay_kernel(
-                    policy, refs.compact, refs.offsets, seq.compact, seq.offsets, capacity, nxt
-                )
-        return out
-    offsets = refs.offsets.tolist()
-    look = _split(refs.compact.tolist(), offsets)
-    seq_offsets = seq.offsets.tolist()
-    order = _split(seq.compact.tolist(), seq_offsets)
-    run: Callable[[int], list[int]]
-    if policy == "length_aware":
-        position = seq.flat_pos - refs.offsets[refs.rows[seq.flat_pos]]
-        where = _split(position.tolist(), seq_offsets)
-        sizes = (refs.n_unique, int(seq.compact.size) + 1, int(position.max()) + 1)
-        run = lambda c: _length_aware(look, order, where, c, sizes)  # noqa: E731
-    elif policy == "opt":
-        never = int(refs.ids.size)
-        keys = _split(nxt.tolist(), seq_offsets)  # type: ignore[union-attr]
-        id_at = refs.compact.tolist()
-        run = lambda c: _opt(look, order, keys, c, id_at, never)  # noqa: E731
+        def run(c: int) -> np.ndarray:
+            return _kernels.replay_kernel(
+                policy, refs.compact, refs.offsets, seq.compact, seq.offsets, c, nxt
+            )
     else:
-        loop = {"lru": _lru, "fifo": _fifo, "lfu": _lfu}[policy]
-        run = lambda c: loop(look, order, c)  # noqa: E731
-    for j, capacity in enumerate(caps):
-        if capacity:
-            out[j] = run(capacity)
-    return out
+        offsets = refs.offsets.tolist()
+        look = _split(refs.compact.tolist(), offsets)
+        seq_offsets = seq.offsets.tolist()
+        order = _split(seq.compact.tolist(), seq_offsets)
+        if policy == "length_aware":
+            position = seq.flat_pos - refs.offsets[refs.rows[seq.flat_pos]]
+            where = _split(position.tolist(), seq_offsets)
+            sizes = (refs.n_unique, int(seq.compact.size) + 1, int(position.max()) + 1)
+            run = lambda c: _length_aware(look, order, where, c, sizes)  # noqa: E731
+        elif policy == "opt":
+            never = int(refs.ids.size)
+            keys = _split(nxt.tolist(), seq_offsets)  # type: ignore[union-attr]
+            id_at = refs.compact.tolist()
+            run = lambda c: _opt(look, order, keys, c, id_at, never)  # noqa: E731
+        else:
+            loop = {"lru": _lru, "fifo": _fifo, "lfu": _lfu}[policy]
+            run = lambda c: loop(look, order, c)  # noqa: E731
+    for capacity in caps:
+        yield np.asarray(run(capacity), dtype=np.int64) if capacity else zeros.copy()
 
 
 def check_policy(policy: str) -> None:
