@@ -1,7 +1,9 @@
 """Benchmark the prefix-reuse analysis on the FAST'25 conversation trace.
 
 Prints one table (operation, median seconds over ``--repeats`` runs, target,
-pass/fail, peak traced memory) and the hit ratios of both shared traces at
+pass/fail, peak traced memory; FIFO, LFU and the optimum replay with the
+compiled kernels when numba is installed, and once more with the Python
+reference loops) and the hit ratios of both shared traces at
 1e3, 1e4 and 1e5 blocks and at infinity.
 
 Usage::
@@ -38,6 +40,9 @@ from inferasim.reuse import (
     sessions,
     tiered_hit_rate,
 )
+from inferasim.reuse._refs import block_refs
+from inferasim.reuse.replay import replay_hits
+from inferasim.studies import hit_rate_vs_capacity
 
 REPO = Path(__file__).resolve().parents[1]
 CAPACITY = 10_000  # blocks, for the direct replays
@@ -94,6 +99,26 @@ def main() -> None:
         (f"replay_cache fifo @{CAPACITY}", lambda: replay_cache(wl, CAPACITY, policy="fifo"), 1.5),
         (f"replay_cache lfu @{CAPACITY}", lambda: replay_cache(wl, CAPACITY, policy="lfu"), 1.5),
         (f"replay_cache opt @{CAPACITY}", lambda: replay_cache(wl, CAPACITY, policy="opt"), 5.0),
+        (
+            f"replay_hits fifo @{CAPACITY}, Python loop",
+            lambda: replay_hits(block_refs(wl), CAPACITY, "fifo", compiled=False),
+            None,
+        ),
+        (
+            f"replay_hits lfu @{CAPACITY}, Python loop",
+            lambda: replay_hits(block_refs(wl), CAPACITY, "lfu", compiled=False),
+            None,
+        ),
+        (
+            f"replay_hits opt @{CAPACITY}, Python loop",
+            lambda: replay_hits(block_refs(wl), CAPACITY, "opt", compiled=False),
+            None,
+        ),
+        (
+            "hit_rate_vs_capacity, 4 policies, 18 caps",
+            lambda: hit_rate_vs_capacity({"conversation": wl}),
+            2.0,
+        ),
         ("replay_cache opt @1000", lambda: replay_cache(wl, 1000, policy="opt"), 5.0),
         (
             "tiered_hit_rate [1e4, 6e3] (one pass)",

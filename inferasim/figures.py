@@ -70,8 +70,9 @@ class FigureData:
     workloads : mapping of str to Workload, optional
         Use these instead of loading traces (tests, your own traffic).
     executor : concurrent.futures.Executor, optional
-        Where the studies run their independent configurations (hit-rate
-        replays, routing simulations, teaching runs); this process by
+        Where the studies run their independent configurations (routing
+        simulations, teaching runs, and the hit-rate replays when numba is
+        missing: with it they take about a second here); this process by
         default. The frames are the same either way (every run is seeded).
 
     Examples

@@ -94,3 +94,16 @@ def test_structure_on_conversation(conversation: Workload) -> None:
     assert len(linked) > 3_000
     assert (linked["gap_ms"] > 0).all() and (linked["growth_tokens"] >= 0).all()
     assert s.sessions["turns"].sum() == 12_031
+
+
+@pytest.mark.parametrize("policy", ["fifo", "lfu", "opt"])
+def test_compiled_kernels_equal_python_loops_on_traces(trace: Workload, policy: str) -> None:
+    from inferasim.reuse import _kernels
+
+    if not _kernels.available():
+        pytest.skip("numba is not installed")
+    refs = block_refs(trace)
+    for cap, touch in ((300, "tail_first"), (30_000, "tail_first"), (3_000, "head_first")):
+        fast = replay_hits(refs, cap, policy, touch, compiled=True)
+        slow = replay_hits(refs, cap, policy, touch, compiled=False)
+        assert np.array_equal(fast, slow), (cap, touch)

@@ -22,7 +22,7 @@ from inferasim.reuse._partial import check_partial, divergences
 from inferasim.reuse._refs import BlockRefs, block_refs, check_touch
 from inferasim.reuse._result import check_capacity
 from inferasim.reuse._stack import depth_at, lookup_depths, prefix_max
-from inferasim.reuse.replay import check_policy, replay_hits
+from inferasim.reuse.replay import check_policy, iter_replay_hits
 from inferasim.workload import Workload
 
 __all__ = ["hit_rate_curve", "prefix_depths", "CURVE_COLUMNS"]
@@ -195,14 +195,72 @@ def hit_rate_curve(
             partial = _partial_credit(refs, depth, cold, touch, partial_block, reach)
             hit_tokens = hit_tokens + partial
     else:
-        hit_blocks = np.empty(caps.size, dtype=np.int64)
-        hit_tokens = np.empty(caps.size, dtype=np.int64)
-        cum = np.concatenate(([0], np.cumsum(refs.tokens)))
-        start = refs.offsets[:-1]
-        for j, c in enumerate(caps.tolist()):
-            per_request = replay_hits(refs, c, policy, touch)
-            hit_blocks[j] = per_request.sum()
-            hit_tokens[j] = (cum[start + per_request] - cum[start]).sum()
+        hit_blocks, hit_tokens = replayed_hits(refs, caps, policy, touch)
+    frame = curve_frame(refs, caps, hit_blocks, hit_tokens, policy, partial)
+    frame.attrs.update(
+        touch=touch,
+        full_blocks_only=full_blocks_only,
+        working_set=refs.n_unique,
+        partial_block=partial_block,
+    )
+    return frame
+
+
+def replayed_hits(
+    refs: BlockRefs,
+    caps: np.ndarray,
+    policy: str,
+    touch: str = "tail_first",
+    *,
+    stop_at_blocks: int | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Hit blocks and hit tokens of the whole workload at each capacity, by replay.
+
+    With ``stop_at_blocks``, the capacities are replayed in the order given
+    until one reaches that many hit blocks, and the later ones get its
+    numbers (right for a stack policy whose ceiling that is).
+
+    Examples
+    --------
+    >>> from inferasim.reuse._refs import block_refs
+    >>> wl = Workload.from_requests([0, 1], [1024, 1024], [1, 1], [[1, 2], [1, 2]])
+    >>> blocks, tokens = replayed_hits(block_refs(wl), np.array([1, 2, 3]), "fifo")
+    >>> blocks.tolist(), tokens.tolist()
+    ([1, 2, 2], [512, 1024, 1024])
+    """
+    hit_blocks = np.empty(caps.size, dtype=np.int64)
+    hit_tokens = np.empty(caps.size, dtype=np.int64)
+    cum = np.concatenate(([0], np.cumsum(refs.tokens)))
+    start = refs.offsets[:-1]
+    for j, per_request in enumerate(iter_replay_hits(refs, caps.tolist(), policy, touch)):
+        hit_blocks[j] = per_request.sum()
+        hit_tokens[j] = (cum[start + per_request] - cum[start]).sum()
+        if stop_at_blocks is not None and hit_blocks[j] >= stop_at_blocks:
+            hit_blocks[j + 1 :] = hit_blocks[j]
+            hit_tokens[j + 1 :] = hit_tokens[j]
+            break
+    return hit_blocks, hit_tokens
+
+
+def curve_frame(
+    refs: BlockRefs,
+    caps: np.ndarray,
+    hit_blocks: np.ndarray,
+    hit_tokens: np.ndarray,
+    policy: str,
+    partial: np.ndarray | None = None,
+) -> pd.DataFrame:
+    """The frame of :func:`hit_rate_curve` from the hits at each capacity.
+
+    Examples
+    --------
+    >>> from inferasim.reuse._refs import block_refs
+    >>> refs = block_refs(Workload.from_requests([0, 1], [1024, 1024], [1, 1], [[1, 2], [1, 2]]))
+    >>> curve_frame(refs, np.array([2]), np.array([2]), np.array([1024]), "fifo")["token_hit_ratio"].tolist()
+    [0.5]
+    """
+    if partial is None:
+        partial = np.zeros(caps.size, dtype=np.int64)
     total_blocks = refs.ids.size
     total_tokens = refs.total_tokens
     frame = pd.DataFrame(
@@ -216,11 +274,5 @@ def hit_rate_curve(
             "policy": policy,
             "partial_tokens": partial,
         }
-    )
-    frame.attrs.update(
-        touch=touch,
-        full_blocks_only=full_blocks_only,
-        working_set=refs.n_unique,
-        partial_block=partial_block,
     )
     return frame

@@ -71,11 +71,12 @@ from __future__ import annotations
 
 import heapq
 from collections import OrderedDict, deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 import pandas as pd
 
+from inferasim.reuse import _kernels
 from inferasim.reuse._refs import BlockRefs, block_refs, check_touch, touch_sequence
 from inferasim.reuse._result import check_capacity, per_request_frame
 from inferasim.workload import Workload
@@ -250,9 +251,19 @@ def _opt(
 
 
 def replay_hits(
-    refs: BlockRefs, capacity: int, policy: str = "lru", touch: str = "tail_first"
+    refs: BlockRefs,
+    capacity: int,
+    policy: str = "lru",
+    touch: str = "tail_first",
+    *,
+    compiled: bool | None = None,
 ) -> np.ndarray:
     """Hit blocks of every request by direct simulation (see the module docstring).
+
+    ``compiled`` picks the loop of ``"fifo"``, ``"lfu"`` and ``"opt"``: the
+    numba kernels of :mod:`inferasim.reuse._kernels` (True), the Python
+    loops of this module, the reference (False), or the kernels when numba
+    is there (None, the default). Both give the same hits.
 
     Examples
     --------
@@ -261,33 +272,91 @@ def replay_hits(
     >>> replay_hits(block_refs(wl), 1).tolist()
     [0, 1]
     """
+    return replay_hits_many(refs, [capacity], policy, touch, compiled=compiled)[0]
+
+
+def replay_hits_many(
+    refs: BlockRefs,
+    capacities: Iterable[int],
+    policy: str = "lru",
+    touch: str = "tail_first",
+    *,
+    compiled: bool | None = None,
+) -> np.ndarray:
+    """:func:`replay_hits` at several capacities, one row each, preparing the replay once.
+
+    Examples
+    --------
+    >>> from inferasim.reuse._refs import block_refs
+    >>> wl = Workload.from_requests([0, 1], [2, 2], [1, 1], [[1, 2], [1, 3]], block_size=1)
+    >>> replay_hits_many(block_refs(wl), [0, 1, 3], "fifo").tolist()
+    [[0, 0], [0, 1], [0, 1]]
+    """
+    caps = [int(c) for c in capacities]
+    out = np.zeros((len(caps), refs.n_requests), dtype=np.int64)
+    for j, hits in enumerate(iter_replay_hits(refs, caps, policy, touch, compiled=compiled)):
+        out[j] = hits
+    return out
+
+
+def iter_replay_hits(
+    refs: BlockRefs,
+    capacities: Iterable[int],
+    policy: str = "lru",
+    touch: str = "tail_first",
+    *,
+    compiled: bool | None = None,
+) -> Iterator[np.ndarray]:
+    """:func:`replay_hits` at each capacity in turn, lazily, preparing the replay once.
+
+    A caller may stop early (a stack policy that reached its ceiling).
+
+    Examples
+    --------
+    >>> from inferasim.reuse._refs import block_refs
+    >>> wl = Workload.from_requests([0, 1], [2, 2], [1, 1], [[1, 2], [1, 3]], block_size=1)
+    >>> [h.tolist() for h in iter_replay_hits(block_refs(wl), [1, 2], "opt")]
+    [[0, 1], [0, 1]]
+    """
     check_policy(policy)
     check_touch(touch)
-    n = refs.n_requests
-    if capacity == 0 or refs.ids.size == 0:
-        return np.zeros(n, dtype=np.int64)
+    caps = [int(c) for c in capacities]
+    zeros = np.zeros(refs.n_requests, dtype=np.int64)
+    if refs.ids.size == 0 or not any(caps):
+        for _ in caps:
+            yield zeros.copy()
+        return
     seq = touch_sequence(refs, touch)
-    offsets = refs.offsets.tolist()
-    look = _split(refs.compact.tolist(), offsets)
-    seq_offsets = seq.offsets.tolist()
-    order = _split(seq.compact.tolist(), seq_offsets)
-    if policy == "length_aware":
-        position = seq.flat_pos - refs.offsets[refs.rows[seq.flat_pos]]
-        where = _split(position.tolist(), seq_offsets)
-        sizes = (refs.n_unique, int(seq.compact.size) + 1, int(position.max()) + 1)
-        hits = _length_aware(look, order, where, capacity, sizes)
-    elif policy == "opt":
-        never = int(refs.ids.size)
-        keys = _split(_next_use(refs, seq.compact, seq.flat_pos).tolist(), seq_offsets)
-        hits = _opt(look, order, keys, capacity, refs.compact.tolist(), never)
+    use_kernel = policy in _kernels.KERNEL_POLICIES and (
+        _kernels.available() if compiled is None else compiled
+    )
+    nxt = _next_use(refs, seq.compact, seq.flat_pos) if policy == "opt" else None
+    run: Callable[[int], Sequence[int] | np.ndarray]
+    if use_kernel:
+        def run(c: int) -> np.ndarray:
+            return _kernels.replay_kernel(
+                policy, refs.compact, refs.offsets, seq.compact, seq.offsets, c, nxt
+            )
     else:
-        run: Callable[[list[list[int]], list[list[int]], int], list[int]] = {
-            "lru": _lru,
-            "fifo": _fifo,
-            "lfu": _lfu,
-        }[policy]
-        hits = run(look, order, capacity)
-    return np.asarray(hits, dtype=np.int64)
+        offsets = refs.offsets.tolist()
+        look = _split(refs.compact.tolist(), offsets)
+        seq_offsets = seq.offsets.tolist()
+        order = _split(seq.compact.tolist(), seq_offsets)
+        if policy == "length_aware":
+            position = seq.flat_pos - refs.offsets[refs.rows[seq.flat_pos]]
+            where = _split(position.tolist(), seq_offsets)
+            sizes = (refs.n_unique, int(seq.compact.size) + 1, int(position.max()) + 1)
+            run = lambda c: _length_aware(look, order, where, c, sizes)  # noqa: E731
+        elif policy == "opt":
+            never = int(refs.ids.size)
+            keys = _split(nxt.tolist(), seq_offsets)  # type: ignore[union-attr]
+            id_at = refs.compact.tolist()
+            run = lambda c: _opt(look, order, keys, c, id_at, never)  # noqa: E731
+        else:
+            loop = {"lru": _lru, "fifo": _fifo, "lfu": _lfu}[policy]
+            run = lambda c: loop(look, order, c)  # noqa: E731
+    for capacity in caps:
+        yield np.asarray(run(capacity), dtype=np.int64) if capacity else zeros.copy()
 
 
 def check_policy(policy: str) -> None:

@@ -4,7 +4,8 @@
 each one :func:`policy_curve` call); :func:`at_capacity` reads one capacity
 off its frame. The curves of LRU cost one pass over the trace whatever the
 number of capacities; FIFO, LFU and the offline optimum replay the trace
-once per capacity, which is where the time goes.
+once per capacity (compiled loops when numba is installed, see
+:mod:`inferasim.reuse._kernels`).
 
 Examples
 --------
@@ -28,6 +29,10 @@ import numpy as np
 import pandas as pd
 
 from inferasim import reuse
+from inferasim.reuse import _kernels
+from inferasim.reuse._refs import block_refs
+from inferasim.reuse._result import check_capacity
+from inferasim.reuse.curve import curve_frame, replayed_hits
 from inferasim.studies._run import named
 from inferasim.studies.settings import (
     CAPACITY_RANGE,
@@ -91,31 +96,23 @@ def policy_curve(
     >>> policy_curve(wl, [1, 2, 50], "opt")["block_hit_ratio"].tolist()
     [0.25, 0.5, 0.5]
     """
-    requested = np.unique(np.asarray(list(capacities_blocks), dtype=np.int64))
-    working_set = max(int(np.unique(wl.hash_ids).size), 1)
+    requested = np.unique(
+        np.array([check_capacity(c, "every capacity") for c in capacities_blocks], dtype=np.int64)
+    )
+    refs = block_refs(wl)
+    working_set = max(refs.n_unique, 1)
     effective = np.unique(np.minimum(requested, working_set))
     cols = ["capacity_blocks", "block_hit_ratio", "token_hit_ratio"]
-    if policy == "lru" or not (stop_at_ceiling and policy in _MONOTONE):
+    if policy == "lru":
         curve = reuse.hit_rate_curve(wl, effective, policy=policy, unit="blocks")[cols]
     else:
-        ceiling = reuse.infinite_hit_ratio(wl)
-        parts = []
-        for j, cap in enumerate(effective.tolist()):
-            part = reuse.hit_rate_curve(wl, [cap], policy=policy, unit="blocks")[cols]
-            parts.append(part)
-            if part["block_hit_ratio"].iloc[0] >= ceiling.block_hit_ratio - 1e-12:
-                rest = effective[j + 1 :]
-                parts.append(
-                    pd.DataFrame(
-                        {
-                            "capacity_blocks": rest,
-                            "block_hit_ratio": float(part["block_hit_ratio"].iloc[0]),
-                            "token_hit_ratio": float(part["token_hit_ratio"].iloc[0]),
-                        }
-                    )
-                )
-                break
-        curve = pd.concat(parts, ignore_index=True)
+        reuse.replay.check_policy(policy)
+        stop = None
+        if stop_at_ceiling and policy in _MONOTONE:
+            # the first capacity whose block hits reach the infinite cache's
+            stop = int(reuse.infinite_hit_ratio(wl).hit_blocks)
+        blocks, tokens = replayed_hits(refs, effective, policy, stop_at_blocks=stop)
+        curve = curve_frame(refs, effective, blocks, tokens, policy)[cols]
     curve = curve.set_index("capacity_blocks").loc[np.minimum(requested, working_set)]
     return pd.DataFrame(
         {
@@ -156,8 +153,10 @@ def hit_rate_vs_capacity(
         Capacities (tokens) added to every curve, so :func:`at_capacity`
         reads them exactly.
     executor : concurrent.futures.Executor, optional
-        Run the (trace, policy) curves on it (e.g. a ``ProcessPoolExecutor``);
-        in this process by default. Same numbers either way.
+        Run the (trace, policy) curves on it (e.g. a ``ProcessPoolExecutor``)
+        when the replays run in Python; with the compiled kernels (numba
+        installed) the whole study takes about a second and stays in this
+        process. Same numbers either way.
 
     Returns
     -------
@@ -184,7 +183,10 @@ def hit_rate_vs_capacity(
             )
             grid = np.union1d(grid, (extra // wl.block_size).astype(np.int64))
             tasks.append((name, policy, wl, grid[grid > 0]))
-    if executor is None:
+    if executor is None or _kernels.available():
+        # With the compiled kernels every curve takes well under a second: here,
+        # each workload's block references are prepared once per curve, and no
+        # worker process pays for importing numba.
         curves = [policy_curve(wl, grid, policy) for _n, policy, wl, grid in tasks]
     else:
         # Longest first (replayed policies on the largest traces), results in task order.
@@ -198,7 +200,9 @@ def hit_rate_vs_capacity(
             i: [
                 executor.submit(policy_curve, tasks[i][2], part, tasks[i][1])
                 for part in (
-                    [tasks[i][3]] if tasks[i][1] in ("lru", *_MONOTONE) else np.split(tasks[i][3], len(tasks[i][3]))
+                    [tasks[i][3]]
+                    if tasks[i][1] in ("lru", *_MONOTONE)
+                    else np.split(tasks[i][3], len(tasks[i][3]))
                 )
             ]
             for i in order

@@ -1,0 +1,180 @@
+"""The numba kernels behind :mod:`inferasim.reuse._kernels` (imported lazily: needs numba).
+
+Compiled on first call and cached on disk (``cache=True``). The helpers are
+inlined (``inline="always"``): a call between compiled functions that passes
+arrays pays reference counting on each of them, which doubled the LFU loop.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from numba import njit
+
+
+@njit(cache=True, nogil=True, inline="always")
+def lookup(look: Any, a: int, b: int, state: Any, absent: int) -> int:
+    """Leading run of ``look[a:b]`` whose state is not ``absent``."""
+    h = 0
+    for i in range(a, b):
+        if state[look[i]] == absent:
+            break
+        h += 1
+    return h
+
+
+@njit(cache=True, nogil=True)
+def fifo(look: Any, lo: Any, touch: Any, to: Any, capacity: int, n_ids: int) -> Any:
+    n = lo.size - 1
+    hits = np.zeros(n, dtype=np.int64)
+    inserted = np.zeros(n_ids, dtype=np.int64)  # latest insertion number, 0 = never
+    count = 0
+    for r in range(n):
+        h = 0
+        for i in range(lo[r], lo[r + 1]):
+            k = inserted[look[i]]
+            if k == 0 or k <= count - capacity:
+                break
+            h += 1
+        hits[r] = h
+        for i in range(to[r], to[r + 1]):
+            x = touch[i]
+            k = inserted[x]
+            if k == 0 or k <= count - capacity:
+                count += 1
+                inserted[x] = count
+    return hits
+
+
+@njit(cache=True, nogil=True, inline="always")
+def heap_push(heap: Any, size: int, value: int) -> int:
+    i = size
+    heap[i] = value
+    while i > 0:
+        parent = (i - 1) >> 1
+        if heap[parent] <= value:
+            break
+        heap[i] = heap[parent]
+        i = parent
+    heap[i] = value
+    return size + 1
+
+
+@njit(cache=True, nogil=True, inline="always")
+def heap_pop(heap: Any, size: int) -> Any:
+    top = heap[0]
+    size -= 1
+    last = heap[size]
+    i = 0
+    while True:
+        child = 2 * i + 1
+        if child >= size:
+            break
+        if child + 1 < size and heap[child + 1] < heap[child]:
+            child += 1
+        if heap[child] >= last:
+            break
+        heap[i] = heap[child]
+        i = child
+    if size > 0:
+        heap[i] = last
+    return top, size
+
+
+@njit(cache=True, nogil=True, inline="always")
+def unlink(x: int, f: int, prev: Any, nxt: Any, head: Any, tail: Any) -> None:
+    p, q = prev[x], nxt[x]
+    if p >= 0:
+        nxt[p] = q
+    else:
+        head[f] = q
+    if q >= 0:
+        prev[q] = p
+    else:
+        tail[f] = p
+
+
+@njit(cache=True, nogil=True, inline="always")
+def append(x: int, f: int, prev: Any, nxt: Any, head: Any, tail: Any) -> None:
+    last = tail[f]
+    prev[x] = last
+    nxt[x] = -1
+    if last >= 0:
+        nxt[last] = x
+    else:
+        head[f] = x
+    tail[f] = x
+
+
+@njit(cache=True, nogil=True)
+def lfu(look: Any, lo: Any, touch: Any, to: Any, capacity: int, n_ids: int) -> Any:
+    # The Python loop's buckets as doubly linked lists: one list per use count,
+    # oldest entry first (head), threaded through prev/nxt indexed by id.
+    n = lo.size - 1
+    hits = np.zeros(n, dtype=np.int64)
+    uses = np.zeros(n_ids, dtype=np.int64)  # 0 = not cached
+    prev = np.full(n_ids, -1, dtype=np.int64)
+    nxt = np.full(n_ids, -1, dtype=np.int64)
+    head = np.full(n + 2, -1, dtype=np.int64)  # a block is touched at most once a request
+    tail = np.full(n + 2, -1, dtype=np.int64)
+    cached = 0
+    min_uses = 0
+    for r in range(n):
+        hits[r] = lookup(look, lo[r], lo[r + 1], uses, 0)
+        for i in range(to[r], to[r + 1]):
+            x = touch[i]
+            f = uses[x]
+            if f > 0:
+                unlink(x, f, prev, nxt, head, tail)
+                if head[f] < 0 and min_uses == f:
+                    min_uses = f + 1
+                uses[x] = f + 1
+                append(x, f + 1, prev, nxt, head, tail)
+            else:
+                if cached >= capacity:
+                    victim = head[min_uses]
+                    unlink(victim, min_uses, prev, nxt, head, tail)
+                    uses[victim] = 0
+                    cached -= 1
+                uses[x] = 1
+                append(x, 1, prev, nxt, head, tail)
+                cached += 1
+                min_uses = 1
+    return hits
+
+
+@njit(cache=True, nogil=True)
+def opt(
+    look: Any, lo: Any, touch: Any, to: Any, capacity: int, n_ids: int, nxt: Any, never: int
+) -> Any:
+    # nxt[i]: flat position of the next use of touch i (never: none); look[k] is the
+    # id at flat position k. The heap holds negated positions (a max-heap).
+    n = lo.size - 1
+    hits = np.zeros(n, dtype=np.int64)
+    cur = np.full(n_ids, -1, dtype=np.int64)  # id -> next use while cached, -1 = not cached
+    heap = np.empty(touch.size + 1, dtype=np.int64)
+    size = 0
+    cached = 0
+    for r in range(n):
+        hits[r] = lookup(look, lo[r], lo[r + 1], cur, -1)
+        for i in range(to[r], to[r + 1]):
+            x = touch[i]
+            k = nxt[i]
+            if k == never:
+                if cur[x] >= 0:
+                    cur[x] = -1
+                    cached -= 1
+            else:
+                if cur[x] < 0:
+                    cached += 1
+                cur[x] = k
+                size = heap_push(heap, size, -k)
+        while cached > capacity:
+            neg, size = heap_pop(heap, size)
+            k = -neg
+            x = look[k]
+            if cur[x] == k:
+                cur[x] = -1
+                cached -= 1
+    return hits
