@@ -63,6 +63,14 @@ MIN_TIMELINE_MS = 1e-3
 
 _FAST_ROUTERS = (KvCostRouter, CacheAwareRouter, LeastLoadedRouter)
 
+#: Livelock guard of the disaggregated loop: every ``STALL_CHECK`` events it
+#: checks for progress (an arrival, first token, delivery or finish); after
+#: ``STALL_LIMIT`` checks in a row without any it raises an internal error
+#: instead of letting simulated time tick forever (a bug, never a valid run:
+#: about 130k events with no request reaching a milestone).
+STALL_CHECK = 4096
+STALL_LIMIT = 32
+
 
 @dataclass
 class RunOutput:
@@ -683,23 +691,39 @@ def simulate_disaggregated(
         dec[d].deliver(seq, t)
         del by_seq[seq.rid]
 
+    def retry(t: float) -> None:
+        # the waiting room, first come first served: a finished prompt (its KV
+        # pinned) takes any room that fits it; a layerwise stream (prefill still
+        # running) starts only when no earlier handoff is still waiting, else it
+        # could take, again and again, the room one pinning the memory its own
+        # prefill needs waits for (a livelock: time ticks, nothing progresses)
+        nonlocal waiting_room
+        still: list[tuple[Seq, int]] = []
+        for s, q in waiting_room:
+            done = s.state == HANDOFF
+            if not ((done or not still) and place(s, q, t, done)):
+                still.append((s, q))
+        waiting_room = still
+
     def call_off(seq: Seq, t: float) -> None:
         # a layerwise handoff whose prefill was preempted at t (its KV is gone):
         # the transfer stops and the decode reservation is freed, so the room
-        # goes to others (a sequence that can't recompute while it holds room the
-        # one pinning its prefill instance's memory waits for would deadlock);
-        # the handoff starts again with the recompute
+        # goes to others, the waiting room first (a sequence that can't recompute
+        # while it holds room the one pinning its prefill instance's memory waits
+        # for would deadlock); the handoff starts again with the recompute
         nonlocal waiting_room
         rec = by_seq.pop(seq.rid, None)
         if rec is None:
             waiting_room = [(s, p) for s, p in waiting_room if s is not seq]
-            return
-        p, d, tid = rec[1], rec[2], rec[5]
-        if not rec[4]:
-            links[p].cancel(t, tid)
-            del flight[(p, tid)]
-        dec[d].advance(t)
-        dec[d].unreserve(-(-(seq.prompt + 1) // bs), t)
+        else:
+            p, d, tid = rec[1], rec[2], rec[5]
+            if not rec[4]:
+                links[p].cancel(t, tid)
+                del flight[(p, tid)]
+            dec[d].advance(t)
+            dec[d].unreserve(-(-(seq.prompt + 1) // bs), t)
+        if waiting_room:
+            retry(t)
 
     closed = parent is not None
     queue: list[tuple[float, int]] = []
@@ -734,7 +758,22 @@ def simulate_disaggregated(
     k = 0
     count = 0
     inf = math.inf
+    ticks = stalls = 0
+    mark = -1
+    stall_check, stall_limit = STALL_CHECK, STALL_LIMIT
     while True:
+        ticks += 1
+        if ticks >= stall_check:  # the livelock guard (see STALL_CHECK)
+            ticks = 0
+            now = count + len(queue) + _milestones(out)
+            stalls = stalls + 1 if now == mark else 0
+            mark = now
+            if stalls >= stall_limit:
+                raise RuntimeError(
+                    f"internal error: {stall_check * stall_limit} events without progress "
+                    f"(no arrival, first token, delivery or finish) in the disaggregated loop, "
+                    f"simulated time {T!r} ms: a livelock"
+                )
         if closed:
             T = queue[0][0] if queue else inf
         else:
@@ -776,8 +815,8 @@ def simulate_disaggregated(
             if done is None:
                 if layerwise:
                     call_off(seq, te)
-            elif layerwise and not done and not place(seq, p, te, False):
-                waiting_room.append((seq, p))
+            elif layerwise and not done and (waiting_room or not place(seq, p, te, False)):
+                waiting_room.append((seq, p))  # (behind the handoffs already waiting)
         # 2. transfers delivered by T
         for p, link in enumerate(links):
             # (advance a link only when something is delivered: its float state
@@ -791,18 +830,14 @@ def simulate_disaggregated(
                         hand_over(rec, T)
         # 3. handoffs that were waiting for room, then the new ones
         if waiting_room:
-            still = []
-            for seq, p in waiting_room:
-                if not place(seq, p, T, seq.state == HANDOFF):
-                    still.append((seq, p))
-            waiting_room = still
+            retry(T)
         for done, seq, te, p in events[early:]:
             if done is None:
                 if layerwise:
                     call_off(seq, te)
                 continue
             if not done:  # the prefill starts: with layerwise, the KV streams out
-                if layerwise and not place(seq, p, te, False):
+                if layerwise and (waiting_room or not place(seq, p, te, False)):
                     waiting_room.append((seq, p))
                 continue
             rec = by_seq.get(seq.rid)
@@ -897,6 +932,22 @@ def simulate_disaggregated(
         tiers=tuple(tiers),
         shared=shared,
         arrival=sim_arr,
+    )
+
+
+def _milestones(out: Outputs) -> int:
+    """First tokens, deliveries and finishes reached so far (the livelock guard's measure).
+
+    Examples
+    --------
+    >>> o = Outputs(2)
+    >>> o.first_token[0] = o.finish[0] = 1.0
+    >>> _milestones(o)
+    2
+    """
+    return sum(
+        int(np.isfinite(np.frombuffer(a, dtype=np.float64)).sum())
+        for a in (out.first_token, out.delivered, out.finish)
     )
 
 
