@@ -18,8 +18,7 @@ import pandas as pd
 import pytest
 
 from inferasim import Workload
-from inferasim.sim import LinearCostModel, Simulator
-from inferasim.sim import engine
+from inferasim.sim import LinearCostModel, Simulator, engine
 
 # every step costs 1 ms, whatever it runs; 1 MB of KV a token on a 1 GB/s link: 1 ms a token
 FLAT = LinearCostModel(

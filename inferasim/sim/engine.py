@@ -760,6 +760,7 @@ def simulate_disaggregated(
     inf = math.inf
     ticks = stalls = 0
     mark = -1
+    T = t0
     stall_check, stall_limit = STALL_CHECK, STALL_LIMIT
     while True:
         ticks += 1
