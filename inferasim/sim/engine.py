@@ -725,6 +725,27 @@ def simulate_disaggregated(
         if waiting_room:
             retry(t)
 
+    def handle(done: bool | None, seq: Seq, te: float, p: int) -> None:
+        # one handoff event of prefill instance p at te
+        if done is None:  # preempted
+            if layerwise:
+                call_off(seq, te)
+            return
+        if not done:  # the prefill starts: with layerwise, the KV streams out
+            if layerwise and (waiting_room or not place(seq, p, te, False)):
+                waiting_room.append((seq, p))  # (behind the handoffs already waiting)
+            return
+        rec = by_seq.get(seq.rid)
+        if rec is not None:  # layerwise, transfer under way or delivered
+            rec[3] = True
+            if rec[4]:
+                out.delivered[seq.rid] = te
+                hand_over(rec, te)
+        elif layerwise and any(s is seq for s, _ in waiting_room):
+            pass  # still waiting for room; placed as a whole when it comes
+        elif not place(seq, p, te, True):
+            waiting_room.append((seq, p))
+
     closed = parent is not None
     queue: list[tuple[float, int]] = []
     children: dict[int, list[int]] = {}
@@ -812,12 +833,9 @@ def simulate_disaggregated(
         early = 0
         while early < len(events) and events[early][2] < T:
             early += 1
-        for done, seq, te, p in events[:early]:
-            if done is None:
-                if layerwise:
-                    call_off(seq, te)
-            elif layerwise and not done and (waiting_room or not place(seq, p, te, False)):
-                waiting_room.append((seq, p))  # (behind the handoffs already waiting)
+        # (a zero-time step can also start and end there: its first token too)
+        for ev in events[:early]:
+            handle(*ev)
         # 2. transfers delivered by T
         for p, link in enumerate(links):
             # (advance a link only when something is delivered: its float state
@@ -832,25 +850,8 @@ def simulate_disaggregated(
         # 3. handoffs that were waiting for room, then the new ones
         if waiting_room:
             retry(T)
-        for done, seq, te, p in events[early:]:
-            if done is None:
-                if layerwise:
-                    call_off(seq, te)
-                continue
-            if not done:  # the prefill starts: with layerwise, the KV streams out
-                if layerwise and (waiting_room or not place(seq, p, te, False)):
-                    waiting_room.append((seq, p))
-                continue
-            rec = by_seq.get(seq.rid)
-            if rec is not None:  # layerwise, transfer under way or delivered
-                rec[3] = True
-                if rec[4]:
-                    out.delivered[seq.rid] = te
-                    hand_over(rec, te)
-            elif layerwise and any(s is seq for s, _ in waiting_room):
-                pass  # still waiting for room; placed as a whole when it comes
-            elif not place(seq, p, te, True):
-                waiting_room.append((seq, p))
+        for ev in events[early:]:
+            handle(*ev)
         # 4. arrivals at T
         if closed:
             drain()

@@ -1,4 +1,4 @@
-"""Prefill/decode disaggregation: no livelock between pinned KV and decode reservations.
+"""Prefill/decode disaggregation regressions: livelocks and lost handoffs (fuzz finds).
 
 A layerwise handoff reserves its decode blocks when its prefill starts. A
 finished prompt whose KV is pinned on its prefill instance, waiting for
@@ -124,3 +124,28 @@ def test_the_guard_names_a_stretch_without_progress(monkeypatch):
     monkeypatch.setattr(engine, "STALL_LIMIT", 3)
     with pytest.raises(RuntimeError, match=r"internal error: 3 events without progress .* a livelock"):
         minimal(True)
+
+
+@pytest.mark.parametrize("fast", [True, False])
+@pytest.mark.parametrize("gbps, delivered", [(1.0, 0.1), (0.001, 100.0)])
+def test_zero_time_prefill_step_hands_off(fast, gbps, delivered):
+    # Found by the P/D fuzz: a prefill step that costs no time starts and ends at
+    # the same instant, just before the loop's next event; its first-token handoff
+    # was dropped with the layerwise starts of that instant (only those were
+    # expected there) and the request never finished (an internal error).
+    # One request, 1 + 2 tokens; prefill costs 0 ms, a decode step 1 ms; its KV,
+    # 1 token of 1e5 bytes, takes 0.1 ms at 1 GB/s (100 ms at 1 MB/s): first token
+    # at 0, delivered at 0.1 (100), second token one decode step later.
+    cost = LinearCostModel(
+        overhead_ms=0.0, prefill_token_ms=0.0, prefill_attention_ms=0.0,
+        decode_seq_ms=1.0, decode_context_ms=0.0, kv_bytes_per_token=1e5,
+    )
+    wl = Workload.from_requests([0.0], [1], [2], block_size=1)
+    req = Simulator(
+        prefill_replicas=1, decode_replicas=1, kv_blocks=3, max_num_seqs=1, max_batched_tokens=1,
+        cost_model=cost, handoff_gbps=gbps, handoff_latency_us=0.0, progress=False, fast=fast,
+    ).run(wl).requests
+    assert req["status"].tolist() == ["finished"]
+    assert req["first_token_ms"].tolist() == [0.0]
+    assert req["transfer_ms"].tolist() == pytest.approx([delivered], rel=1e-12)
+    assert req["finish_ms"].tolist() == pytest.approx([delivered + 1.0], rel=1e-12)
