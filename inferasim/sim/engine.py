@@ -41,7 +41,7 @@ from inferasim.sim.router import (
     Request,
 )
 from inferasim.sim.scheduler import HANDOFF, Outputs, Replica, Seq
-from inferasim.sim.tiers import ReplicaTiers, Tier, TierStore
+from inferasim.sim.tiers import Tier, TierStore, replica_tiers
 from inferasim.workload import Workload
 
 __all__ = [
@@ -157,6 +157,7 @@ def simulate(
     admission: Callable[..., Any] | None = None,
     parent: np.ndarray | None = None,
     think: np.ndarray | None = None,
+    replicate_hot: int | None = None,
 ) -> RunOutput:
     """Run ``wl`` through ``num_replicas`` replicas; see :class:`Simulator`.
 
@@ -187,6 +188,7 @@ def simulate(
     out = Outputs(n, len(tiers))
     live = any(t.capacity_tokens >= bs for t in tiers)
     shared = {t.name: TierStore(t.capacity_tokens // bs, log=True) for t in tiers if t.shared}
+    reads: dict[str, dict[int, int]] = {}  # reads of each shared block (replicate_hot)
     coupled = any(t.shared and t.capacity_tokens >= bs for t in tiers)
     kvb = getattr(cost, "kv_bytes_per_token", None) if live else 0.0
     if live and not (isinstance(kvb, int | float) and math.isfinite(kvb) and kvb > 0):
@@ -224,7 +226,9 @@ def simulate(
             out=out,
             sample_ms=sample_ms,
             jump=jump,
-            tiers=ReplicaTiers(tiers, shared, bs, kvb, write_through) if live else None,
+            tiers=replica_tiers(tiers, shared, bs, kvb, write_through, replicate_hot, reads)
+            if live
+            else None,
             write_through=write_through,
             load_policy=load_policy,
         )
@@ -520,6 +524,7 @@ def simulate_disaggregated(
     load_policy: str = "faster",
     parent: np.ndarray | None = None,
     think: np.ndarray | None = None,
+    replicate_hot: int | None = None,
 ) -> RunOutput:
     """Run ``wl`` on a prefill pool and a decode pool; see :class:`Simulator`.
 
@@ -582,6 +587,7 @@ def simulate_disaggregated(
     # tier needs; decode instances have none
     live = any(t.capacity_tokens >= bs for t in tiers)
     shared = {t.name: TierStore(t.capacity_tokens // bs, log=True) for t in tiers if t.shared}
+    reads: dict[str, dict[int, int]] = {}  # reads of each shared block (replicate_hot)
     reasons = rejection_reasons(wl, capacity)
     arrival = wl.arrival_ms.astype(np.float64)
     P = wl.input_len.astype(np.int64)
@@ -611,7 +617,9 @@ def simulate_disaggregated(
             sample_ms=sample_ms,
             jump=jump,
             role=role,
-            tiers=ReplicaTiers(tiers, shared, bs, kv_bytes_per_token, write_through)
+            tiers=replica_tiers(
+                tiers, shared, bs, kv_bytes_per_token, write_through, replicate_hot, reads
+            )
             if with_tiers
             else None,
             write_through=write_through,
