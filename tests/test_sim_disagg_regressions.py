@@ -1,15 +1,15 @@
 """Prefill/decode disaggregation regressions: livelocks and lost handoffs (fuzz finds).
 
-A layerwise handoff reserves its decode blocks when its prefill starts. A
-finished prompt whose KV is pinned on its prefill instance, waiting for
-decode room, and a layerwise stream holding that room whose prefill can't
-run beside the pinned KV, used to wait on each other forever: each time the
-stream's prefill was preempted its reservation was freed and, at the same
-instant, the recompute reserved it again. Simulated time ticked one step at
-a time; the run never ended. Every test here runs under the engine's
-livelock guard (a clear internal error after ~130k events without an
-arrival, first token, delivery or finish), so a regression fails instead of
-hanging.
+A finished prompt whose KV is pinned on its prefill instance, waiting for
+decode room, leaves that instance too little memory for another prompt; that
+prompt was preempted, admitted again at once, preempted again, forever: with
+layerwise handoffs each readmission also reserved decode room again (so the
+pinned prompt never got it; simulated time ticked one step at a time), and
+with zero-time prefill steps the cycle spun at one instant. A prefill
+instance now admits a preempted prompt again only when it fits beside the
+handed-off KV held there. Every test here runs under the engine's livelock
+guard (a clear internal error after ~130k events without an arrival, first
+token, delivery or finish), so a regression fails instead of hanging.
 """
 
 from __future__ import annotations
@@ -54,28 +54,28 @@ def test_minimal_livelock_pinned_prompt_against_a_layerwise_reservation(fast):
     #
     # prefill instance: step 0-1 runs r0 (1 token) and r1's first token; r0's
     #   first token at 1. Steps 1-2, 2-3: r1 2 tokens each; step 3-4: r1's last
-    #   token and r2's first: r1's first token at 4, its 6 blocks pinned (its
-    #   handoff waits for room, below). From 4 on, r2 needs 3 blocks beside
-    #   r1's 6 (9 > 8): each step it is preempted (needs its 3rd block), admitted
-    #   again from scratch (2 tokens, 2 blocks: 8 of 8): preemptions at 4, 5, ..,
-    #   11, eight in all, until r1's KV leaves at 12; then 12-13 computes r2's
-    #   last token: first token at 13.
+    #   token and r2's first: r1's first token at 4, its 6 blocks held for the
+    #   handoff (it waits for decode room, below). At 4 r2 needs 3 blocks beside
+    #   those 6 (9 > 8): preempted (once). It used to be admitted again at once
+    #   (2 blocks fit) and preempted at its 3rd block, every ms; now it waits until
+    #   its 3 blocks fit beside the held KV: when r1's KV leaves at 12. Steps 12-13,
+    #   13-14 compute its 3 tokens: first token at 14.
     # decode instance: r0's stream is placed at 0 (2 blocks), delivered at 1
-    #   (1 MB, 1 ms); r0 decodes tokens 2..6 in steps 1-2 .. 5-6: finish 6.
-    #   r1's stream (7 blocks) does not fit beside r0's 2 (8 - 2 = 6): it waits
-    #   in the waiting room. r2's stream, started with each recompute from 3 on,
-    #   must wait behind r1 (it used to take 4 blocks each time: then neither r1
-    #   nor r0's growth ever had room). At 6 the decode instance is empty: r1 is
-    #   placed, 6 MB in 6 ms: delivered at 12, its 2nd token at 13 (finish).
-    #   r2's prompt is then done (13), placed as a whole: 3 MB, delivered at 16,
-    #   tokens 2..4 at 17, 18, 19.
+    #   (1 MB, 1 ms); r0 decodes tokens 2..6 in steps 1-2 .. 5-6: finish 6. r1's
+    #   stream (7 blocks) does not fit beside r0's 2: it waits. (Each readmission
+    #   of r2 used to reserve 4 blocks for its stream: then neither r1 nor r0's
+    #   growth ever had room, a livelock.) At 6 the decode instance is empty: r1
+    #   is placed, 6 MB in 6 ms: delivered at 12, its 2nd token at 13 (finish).
+    #   r2's stream (started with its prefill at 12, waiting for room) is placed
+    #   at 13: 3 MB, delivered at 16 (after its prefill's end, 14); tokens 2..4
+    #   at 17, 18, 19.
     req = minimal(fast).requests
     assert req["status"].tolist() == ["finished"] * 3
-    assert req["first_token_ms"].tolist() == [1.0, 4.0, 13.0]
+    assert req["first_token_ms"].tolist() == [1.0, 4.0, 14.0]
     assert req["finish_ms"].tolist() == [6.0, 13.0, 19.0]
     assert req["transfer_ms"].tolist() == [1.0, 6.0, 3.0]
-    assert req["handoff_wait_ms"].tolist()[1] == 2.0  # r1 pinned from 4 to 6
-    assert req["preemptions"].tolist() == [0, 0, 8]
+    assert req["handoff_wait_ms"].tolist() == [0.0, 2.0, 0.0]  # r1 held from 4 to 6
+    assert req["preemptions"].tolist() == [0, 0, 1]
 
 
 def test_minimal_case_fast_equals_plain():
@@ -83,12 +83,13 @@ def test_minimal_case_fast_equals_plain():
 
 
 def test_reported_livelock_every_request_comes_out():
-    # The reported case (found by a fuzz run): 13 requests at 0 without hash ids,
-    # block size 4, 27 blocks, 23-token chunks, a 1 GB/s link with 50 us latency.
-    # Request 1's finished prompt (80 tokens, 20 blocks) is pinned on the prefill
-    # instance, waiting for 21 decode blocks; request 2's layerwise stream (8
-    # blocks) was re-reserved with every recompute, so request 1 never got them
-    # and request 2 never fit beside request 1's 20 blocks (7 left of 27).
+    # The reported case: 13 requests at 0 without hash ids, block size 4, 27
+    # blocks, 23-token chunks, a 1 GB/s link with 50 us latency. Request 1's
+    # finished prompt (80 tokens, 20 blocks) is held on the prefill instance,
+    # waiting for 21 decode blocks; request 2 (29 tokens, 8 blocks) never fits
+    # beside it (7 left of 27) but was readmitted after every preemption, and its
+    # layerwise stream re-reserved 8 decode blocks each time, so request 1 never
+    # got its 21.
     inp = [37, 80, 29, 32, 32, 37, 58, 57, 68, 23, 19, 71, 3]
     outp = [37, 12, 7, 10, 20, 20, 1, 30, 17, 39, 27, 39, 21]
     wl = Workload.from_requests([0.0] * 13, inp, outp, block_size=4)
@@ -116,13 +117,13 @@ def test_reported_livelock_every_request_comes_out():
 
 def test_the_guard_names_a_stretch_without_progress(monkeypatch):
     # The guard counts loop events between milestones (arrival, first token,
-    # delivery, finish). In the minimal case nothing reaches one from 6 (r0's
-    # finish) to 12 (r1's delivery) while r2 is preempted each ms: with a check
-    # every event and a limit of 3 checks the guard fires there, with the
-    # message a real livelock gets (with the defaults, 131072 events, it doesn't).
+    # delivery, finish). In the minimal case r1's prompt runs in 1-ms chunks: the
+    # step ends at 2 and 3 reach none. With a check every event and a limit of
+    # 2 checks the guard fires there, with the message a real livelock gets
+    # (with the defaults, 131072 events, the run ends normally, tested above).
     monkeypatch.setattr(engine, "STALL_CHECK", 1)
-    monkeypatch.setattr(engine, "STALL_LIMIT", 3)
-    with pytest.raises(RuntimeError, match=r"internal error: 3 events without progress .* a livelock"):
+    monkeypatch.setattr(engine, "STALL_LIMIT", 2)
+    with pytest.raises(RuntimeError, match=r"internal error: 2 events without progress .* time 2.0 ms: a livelock"):
         minimal(True)
 
 
@@ -149,3 +150,32 @@ def test_zero_time_prefill_step_hands_off(fast, gbps, delivered):
     assert req["first_token_ms"].tolist() == [0.0]
     assert req["transfer_ms"].tolist() == pytest.approx([delivered], rel=1e-12)
     assert req["finish_ms"].tolist() == pytest.approx([delivered + 1.0], rel=1e-12)
+
+
+@pytest.mark.parametrize("fast", [True, False])
+def test_zero_time_prefill_steps_do_not_spin_at_one_instant(fast):
+    # Found by the P/D fuzz: prefill steps cost nothing (decode 1 ms a step), one
+    # prefill and one decode instance of 40 blocks of 4 tokens, 9-token chunks.
+    # At 1.003 request 4 (120 tokens, 30 blocks) was preempted beside the KV the
+    # instance holds for handoffs (11 blocks: 30 > 29), readmitted at once,
+    # recomputed up to its 27th block in zero time and preempted again: forever,
+    # at 1.003. Now it waits until it fits (a transfer frees the held KV, taking
+    # time). Every request comes out; times are finite and ordered.
+    cost = LinearCostModel(
+        overhead_ms=0.0, prefill_token_ms=0.0, prefill_attention_ms=0.0,
+        decode_seq_ms=1.0, decode_context_ms=0.0, kv_bytes_per_token=1e5,
+    )
+    wl = Workload.from_requests(
+        [0.001, 0.002, 1.002, 1.003, 1.003, 2.003, 3.003], [120, 33, 1, 2, 120, 33, 7],
+        [1, 9, 2, 9, 2, 2, 9], block_size=4,
+    )
+    req = Simulator(
+        prefill_replicas=1, decode_replicas=1, kv_blocks=40, max_num_seqs=4, max_batched_tokens=9,
+        eviction="fifo", cost_model=cost, handoff_gbps=1.0, handoff_latency_us=50.0,
+        progress=False, fast=fast,
+    ).run(wl).requests
+    assert req["status"].tolist() == ["finished"] * 7
+    assert (req["arrival_ms"] <= req["first_token_ms"]).all()
+    assert (req["first_token_ms"] <= req["finish_ms"]).all()
+    # request 4 is preempted once, then waits for the held KV to leave
+    assert req.loc[4, "preemptions"] == 1

@@ -699,39 +699,23 @@ def simulate_disaggregated(
         dec[d].deliver(seq, t)
         del by_seq[seq.rid]
 
-    def retry(t: float) -> None:
-        # the waiting room, first come first served: a finished prompt (its KV
-        # pinned) takes any room that fits it; a layerwise stream (prefill still
-        # running) starts only when no earlier handoff is still waiting, else it
-        # could take, again and again, the room one pinning the memory its own
-        # prefill needs waits for (a livelock: time ticks, nothing progresses)
-        nonlocal waiting_room
-        still: list[tuple[Seq, int]] = []
-        for s, q in waiting_room:
-            done = s.state == HANDOFF
-            if not ((done or not still) and place(s, q, t, done)):
-                still.append((s, q))
-        waiting_room = still
-
     def call_off(seq: Seq, t: float) -> None:
         # a layerwise handoff whose prefill was preempted at t (its KV is gone):
         # the transfer stops and the decode reservation is freed, so the room
-        # goes to others, the waiting room first (a sequence that can't recompute
-        # while it holds room the one pinning its prefill instance's memory waits
-        # for would deadlock); the handoff starts again with the recompute
+        # goes to others (a sequence that can't recompute while it holds room the
+        # one pinning its prefill instance's memory waits for would deadlock);
+        # the handoff starts again with the recompute
         nonlocal waiting_room
         rec = by_seq.pop(seq.rid, None)
         if rec is None:
             waiting_room = [(s, p) for s, p in waiting_room if s is not seq]
-        else:
-            p, d, tid = rec[1], rec[2], rec[5]
-            if not rec[4]:
-                links[p].cancel(t, tid)
-                del flight[(p, tid)]
-            dec[d].advance(t)
-            dec[d].unreserve(-(-(seq.prompt + 1) // bs), t)
-        if waiting_room:
-            retry(t)
+            return
+        p, d, tid = rec[1], rec[2], rec[5]
+        if not rec[4]:
+            links[p].cancel(t, tid)
+            del flight[(p, tid)]
+        dec[d].advance(t)
+        dec[d].unreserve(-(-(seq.prompt + 1) // bs), t)
 
     def handle(done: bool | None, seq: Seq, te: float, p: int) -> None:
         # one handoff event of prefill instance p at te
@@ -740,8 +724,8 @@ def simulate_disaggregated(
                 call_off(seq, te)
             return
         if not done:  # the prefill starts: with layerwise, the KV streams out
-            if layerwise and (waiting_room or not place(seq, p, te, False)):
-                waiting_room.append((seq, p))  # (behind the handoffs already waiting)
+            if layerwise and not place(seq, p, te, False):
+                waiting_room.append((seq, p))
             return
         rec = by_seq.get(seq.rid)
         if rec is not None:  # layerwise, transfer under way or delivered
@@ -857,7 +841,11 @@ def simulate_disaggregated(
                         hand_over(rec, T)
         # 3. handoffs that were waiting for room, then the new ones
         if waiting_room:
-            retry(T)
+            still = []
+            for seq, p in waiting_room:
+                if not place(seq, p, T, seq.state == HANDOFF):
+                    still.append((seq, p))
+            waiting_room = still
         for ev in events[early:]:
             handle(*ev)
         # 4. arrivals at T
