@@ -551,6 +551,16 @@ def simulate_disaggregated(
     streams out layer by layer as it is computed) and the sequence is
     delivered at the later of the transfer's end and the prefill's end.
 
+    A prefill instance preempts (recompute) as an aggregated replica does;
+    a prompt it preempted is admitted again only when all its blocks fit
+    beside the handed-off KV the instance holds (else it would be preempted
+    again before its first token, at every step: with a layerwise handoff
+    re-reserving decode room each time, the run could never end). A
+    preempted layerwise prefill calls its handoff off (transfer stopped,
+    decode reservation freed). The loop raises an internal error after
+    ``STALL_CHECK * STALL_LIMIT`` events without an arrival, first token,
+    delivery or finish (a livelock is a bug, never a result).
+
     The loop processes events in time order (step ends of prefill
     instances, transfer deliveries, arrivals; decode instances are advanced
     to each event that touches them), so the state read at an event is the
