@@ -7,6 +7,18 @@ same replica, the most loaded one). Every run: rows in == rows out, status
 times, KV within capacity, the jump equal to the step-by-step loop; and the
 same case run in another process gives identical frames.
 
+Disaggregated fleets (prefill and decode pools) get the same checks plus
+their own: random pool sizes, tiny KV, layerwise handoffs or not, handoff
+links from starved (a token's KV takes seconds) to free, with and without
+host DRAM and a shared pool behind the prefill instances (in either order,
+hot-block replication on or off), every routing
+including the conductor, SLO admission on or off. Every request comes out
+(finished with ``arrival <= first token <= finish`` and ``transfer_ms >=
+0``, or rejected with a reason; a finished one with more than one token
+went through a decode instance), KV within capacity on both pools, tier
+hits within the cached tokens, the run ends (the engine's livelock guard
+turns a never-ending run into an error).
+
 Bounded for CI; ``INFERASIM_FUZZ=long`` runs 20 times more examples.
 """
 
@@ -23,10 +35,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from inferasim import LinearCostModel, Simulator, Workload
+from inferasim.sim import Tier
 
 
 class ZeroDecode:
     """Prefill costs time, decode steps take none (valid: finite and >= 0)."""
+
+    kv_bytes_per_token = 1e5  # (a disaggregated fleet moves the KV)
 
     def __repr__(self) -> str:
         return "ZeroDecode()"
@@ -102,18 +117,85 @@ def cases(draw) -> dict:
     }
 
 
+@st.composite
+def pd_cases(draw) -> dict:
+    """A disaggregated fleet: the workload of :func:`cases` (bounded lengths), random
+    pools, links, tiers and admission."""
+    bs = draw(st.sampled_from([1, 4, 16]))
+    n = draw(st.integers(1, 12))
+    gaps = draw(st.lists(st.sampled_from([0.0, 0.0, 0.001, 1.0, 50.0, 1e6]), min_size=n, max_size=n))
+    P = draw(st.lists(st.sampled_from([0, 1, 2, 7, 33, 120]), min_size=n, max_size=n))
+    out = draw(st.lists(st.sampled_from([0, 1, 2, 9, 40]), min_size=n, max_size=n))
+    ids = []
+    fresh = 1000
+    for p in P:
+        nblocks = -(-p // bs)
+        shared = draw(st.integers(0, 3))
+        ids.append(list(range(shared))[:nblocks] + list(range(fresh, fresh + max(nblocks - shared, 0))))
+        fresh += nblocks
+    seqs = draw(st.integers(1, 4))
+    tiers = draw(st.sampled_from(["", "dram", "pool", "dram+pool", "pool+dram"]))
+    hot = draw(st.sampled_from([None, 0, 2])) if "+" in tiers else None
+    slo = draw(st.sampled_from([None, None, 5.0, 1e4]))
+    return {
+        "wl": dict(arrival_ms=np.cumsum(gaps).tolist(), input_len=P, output_len=out,
+                   hash_ids=ids if draw(st.booleans()) else None, block_size=bs),
+        "sim": dict(
+            prefill_replicas=draw(st.integers(1, 3)),
+            decode_replicas=draw(st.integers(1, 3)),
+            routing=draw(st.sampled_from(["round_robin", "random", "least_loaded", "cache_aware",
+                                          "kv_cost", "longest_match", "conductor", "last",
+                                          "most_loaded"])),
+            kv_blocks=draw(st.sampled_from([1, 3, 8, 40, 10**6])),
+            max_num_seqs=seqs,
+            max_batched_tokens=draw(st.integers(seqs, 64)),
+            chunked_prefill=draw(st.booleans()),
+            eviction=draw(st.sampled_from(["lru", "fifo", "lfu"])),
+            seed=draw(st.integers(0, 2)),
+            timeline_ms=draw(st.sampled_from([None, 0.5])),
+            layerwise=draw(st.booleans()),
+            handoff_gbps=draw(st.sampled_from([0.01, 0.05, 1.0, 1e6])),
+            handoff_latency_us=draw(st.sampled_from([0.0, 50.0, 1e6])),
+            admission="slo" if slo is not None else None,
+            slo_ttft_ms=slo,
+            replicate_hot_blocks=hot,
+        ),
+        "tiers": tiers,
+        "cost": draw(st.sampled_from(["linear", "zero_decode", "linear_flat"])),
+    }
+
+
+TIERS = {
+    "dram": Tier("dram", capacity_tokens=64, read_gbps=0.5, write_gbps=0.5, latency_us=20.0),
+    "pool": Tier("pool", capacity_tokens=256, read_gbps=0.2, write_gbps=0.2, latency_us=100.0,
+                 shared=True),
+}
+
+
 def build(case: dict) -> tuple[Workload, dict]:
     wl = Workload.from_requests(**case["wl"])
     sim = dict(case["sim"])
     sim["routing"] = ROUTERS.get(sim["routing"], sim["routing"])
+    disagg = "prefill_replicas" in sim
+    kvb = {"kv_bytes_per_token": 1e5} if disagg else {}
     sim["cost_model"] = {
-        "linear": LinearCostModel(),
+        "linear": LinearCostModel(**kvb),
         "linear_flat": LinearCostModel(overhead_ms=0.0, prefill_token_ms=0.0, prefill_attention_ms=0.0,
-                                       decode_seq_ms=1.0, decode_context_ms=0.0),
+                                       decode_seq_ms=1.0, decode_context_ms=0.0, **kvb),
         "zero_decode": ZeroDecode(),
         "slow": Slow(),
     }[case["cost"]]
+    if case.get("tiers"):
+        sim["tiers"] = [TIERS[t] for t in case["tiers"].split("+")]
     return wl, sim
+
+
+@settings(max_examples=examples(20), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(case=pd_cases())
+def test_fuzz_disaggregated(case):
+    fast = frames(case, fast=True)
+    check(case, fast)
+    assert_same(fast, frames(case, fast=False))
 
 
 def frames(case: dict, fast: bool = True):
@@ -139,6 +221,33 @@ def check(case: dict, res) -> None:
     assert np.isfinite(tl["time_ms"]).all()
     s = res.summary()
     assert isinstance(s, pd.Series)
+    if "prefill_replicas" in sim:
+        check_pd(sim, req, res)
+
+
+def check_pd(sim: dict, req: pd.DataFrame, res) -> None:
+    """The disaggregated fleet's own invariants."""
+    P_n, D_n = sim["prefill_replicas"], sim["decode_replicas"]
+    reps = res.replicas
+    assert reps["role"].tolist() == ["prefill"] * P_n + ["decode"] * D_n
+    fin = req[req["status"] == "finished"]
+    assert fin["prefill_replica"].between(0, P_n - 1).all()
+    # a finished request with a second token went through a decode instance, its
+    # KV moved there (transfer_ms >= 0) after its first token; a one-token answer
+    # never left its prefill instance
+    two = fin[fin["output_len"] > 1]
+    assert two["decode_replica"].between(P_n, P_n + D_n - 1).all()
+    assert np.isfinite(two[["handoff_wait_ms", "transfer_ms"]].to_numpy()).all()
+    assert (two["transfer_ms"] >= 0).all() and (two["handoff_wait_ms"] >= 0).all()
+    one = fin[fin["output_len"] <= 1]
+    assert (one["decode_replica"] == -1).all()
+    # every admitted request counted once on its prefill instance, a handed-off one
+    # once more on its decode instance
+    assert reps["requests"].iloc[:P_n].sum() == len(fin)
+    assert reps["requests"].iloc[P_n:].sum() == len(two)
+    if "hbm_hit_tokens" in req.columns:  # tier hits are part of the cached prefix
+        hits = req.filter(like="_hit_tokens").sum(axis=1)
+        assert (hits == req["cached_tokens"]).all()
 
 
 def assert_same(a, b) -> None:
@@ -184,6 +293,19 @@ def random_case(rng: np.random.Generator) -> dict:
     }
 
 
+def random_pd_case(rng: np.random.Generator) -> dict:
+    """A disaggregated case like :func:`pd_cases` draws, from a seeded numpy generator."""
+    case = random_case(rng)
+    sim = case["sim"]
+    del sim["replicas"], sim["temperature"]
+    sim.update(prefill_replicas=int(rng.integers(1, 3)), decode_replicas=int(rng.integers(1, 3)),
+               routing=str(rng.choice(["random", "kv_cost", "conductor", "most_loaded"])),
+               layerwise=bool(rng.integers(2)), handoff_gbps=float(rng.choice([0.05, 1.0])),
+               handoff_latency_us=float(rng.choice([0.0, 50.0])))
+    case["tiers"] = str(rng.choice(["", "dram+pool"]))
+    return case
+
+
 def test_same_case_same_frames_in_another_process():
     # a fresh process with another hash seed: any set/dict-order or global-state
     # dependence shows up as different frames
@@ -191,6 +313,7 @@ def test_same_case_same_frames_in_another_process():
 
     rng = np.random.default_rng(2024)
     cases_ = [random_case(rng) for _ in range(examples(3))]
+    cases_ += [random_pd_case(rng) for _ in range(examples(3))]
     here = [frames(c) for c in cases_]
     env = dict(os.environ, PYTHONHASHSEED="12345")
     child = subprocess.run(

@@ -63,6 +63,13 @@ KV tiers behind HBM (``Simulator(tiers=[Tier(...), ...])``)
   recomputing them from the first loaded block would take (the cost model's
   marginal prefill time), or always with ``load_policy="always"``; else the
   run stops at the first lower-tier block (all or nothing per request).
+* **Hot blocks.** With ``replicate_hot_blocks=k`` a block loaded from a
+  shared tier more than ``k`` times (fleet-wide) is also copied into the
+  reading replica's first own tier (DRAM) when the load starts (bytes on
+  that tier's link, like an offload write; no step waits), and replicas
+  look blocks up in their own tiers first: the next request there loads the
+  copy over the local link instead of the pool's. Needs an own tier and a
+  shared one; off (None) by default.
 * **Transfers take time.** Bytes are tokens x ``kv_bytes_per_token`` of the
   cost model (the roofline knows it from the preset;
   ``LinearCostModel(kv_bytes_per_token=...)``). Transfers on one link share

@@ -44,7 +44,7 @@ from inferasim.sim.router import (
     Request,
 )
 from inferasim.sim.scheduler import HANDOFF, Outputs, Replica, Seq
-from inferasim.sim.tiers import ReplicaTiers, Tier, TierStore
+from inferasim.sim.tiers import Tier, TierStore, replica_tiers
 from inferasim.workload import Workload
 
 __all__ = [
@@ -82,6 +82,14 @@ def estimate_memo(cost: Any) -> dict[tuple[int, ...], float] | None:
     True
     """
     return {} if type(cost) in _PURE_COSTS else None
+
+#: Livelock guard of the disaggregated loop: every ``STALL_CHECK`` events it
+#: checks for progress (an arrival, first token, delivery or finish); after
+#: ``STALL_LIMIT`` checks in a row without any it raises an internal error
+#: instead of letting simulated time tick forever (a bug, never a valid run:
+#: about 130k events with no request reaching a milestone).
+STALL_CHECK = 4096
+STALL_LIMIT = 32
 
 
 @dataclass
@@ -312,6 +320,7 @@ def simulate(
     admission: Callable[..., Any] | None = None,
     parent: np.ndarray | None = None,
     think: np.ndarray | None = None,
+    replicate_hot: int | None = None,
 ) -> RunOutput:
     """Run ``wl`` through ``num_replicas`` replicas; see :class:`Simulator`.
 
@@ -342,6 +351,7 @@ def simulate(
     out = Outputs(n, len(tiers))
     live = any(t.capacity_tokens >= bs for t in tiers)
     shared = {t.name: TierStore(t.capacity_tokens // bs, log=True) for t in tiers if t.shared}
+    reads: dict[str, dict[int, int]] = {}  # reads of each shared block (replicate_hot)
     coupled = any(t.shared and t.capacity_tokens >= bs for t in tiers)
     kvb = getattr(cost, "kv_bytes_per_token", None) if live else 0.0
     if live and not (isinstance(kvb, int | float) and math.isfinite(kvb) and kvb > 0):
@@ -363,7 +373,9 @@ def simulate(
             out=out,
             sample_ms=sample_ms,
             jump=jump,
-            tiers=ReplicaTiers(tiers, shared, bs, kvb, write_through) if live else None,
+            tiers=replica_tiers(tiers, shared, bs, kvb, write_through, replicate_hot, reads)
+            if live
+            else None,
             write_through=write_through,
             load_policy=load_policy,
         )
@@ -650,6 +662,7 @@ def simulate_disaggregated(
     load_policy: str = "faster",
     parent: np.ndarray | None = None,
     think: np.ndarray | None = None,
+    replicate_hot: int | None = None,
 ) -> RunOutput:
     """Run ``wl`` on a prefill pool and a decode pool; see :class:`Simulator`.
 
@@ -675,6 +688,16 @@ def simulate_disaggregated(
     With ``layerwise`` steps 1-2 happen when the prefill starts (the KV
     streams out layer by layer as it is computed) and the sequence is
     delivered at the later of the transfer's end and the prefill's end.
+
+    A prefill instance preempts (recompute) as an aggregated replica does;
+    a prompt it preempted is admitted again only when all its blocks fit
+    beside the handed-off KV the instance holds (else it would be preempted
+    again before its first token, at every step: with a layerwise handoff
+    re-reserving decode room each time, the run could never end). A
+    preempted layerwise prefill calls its handoff off (transfer stopped,
+    decode reservation freed). The loop raises an internal error after
+    ``STALL_CHECK * STALL_LIMIT`` events without an arrival, first token,
+    delivery or finish (a livelock is a bug, never a result).
 
     The loop processes events in time order (step ends of prefill
     instances, transfer deliveries, arrivals; decode instances are advanced
@@ -712,6 +735,7 @@ def simulate_disaggregated(
     # tier needs; decode instances have none
     live = any(t.capacity_tokens >= bs for t in tiers)
     shared = {t.name: TierStore(t.capacity_tokens // bs, log=True) for t in tiers if t.shared}
+    reads: dict[str, dict[int, int]] = {}  # reads of each shared block (replicate_hot)
 
     def make(r: int, role: str) -> Replica:
         with_tiers = live and role == "prefill"
@@ -728,7 +752,9 @@ def simulate_disaggregated(
             sample_ms=sample_ms,
             jump=jump,
             role=role,
-            tiers=ReplicaTiers(tiers, shared, bs, kv_bytes_per_token, write_through)
+            tiers=replica_tiers(
+                tiers, shared, bs, kv_bytes_per_token, write_through, replicate_hot, reads
+            )
             if with_tiers
             else None,
             write_through=write_through,
@@ -827,6 +853,27 @@ def simulate_disaggregated(
         dec[d].advance(t)
         dec[d].unreserve(-(-(seq.prompt + 1) // bs), t)
 
+    def handle(done: bool | None, seq: Seq, te: float, p: int) -> None:
+        # one handoff event of prefill instance p at te
+        if done is None:  # preempted
+            if layerwise:
+                call_off(seq, te)
+            return
+        if not done:  # the prefill starts: with layerwise, the KV streams out
+            if layerwise and not place(seq, p, te, False):
+                waiting_room.append((seq, p))
+            return
+        rec = by_seq.get(seq.rid)
+        if rec is not None:  # layerwise, transfer under way or delivered
+            rec[3] = True
+            if rec[4]:
+                out.delivered[seq.rid] = te
+                hand_over(rec, te)
+        elif layerwise and any(s is seq for s, _ in waiting_room):
+            pass  # still waiting for room; placed as a whole when it comes
+        elif not place(seq, p, te, True):
+            waiting_room.append((seq, p))
+
     closed = parent is not None
     queue: list[tuple[float, int]] = []
     children: dict[int, list[int]] = {}
@@ -858,7 +905,23 @@ def simulate_disaggregated(
     k = 0
     count = 0
     inf = math.inf
+    ticks = stalls = 0
+    mark = -1
+    T = t0
+    stall_check, stall_limit = STALL_CHECK, STALL_LIMIT
     while True:
+        ticks += 1
+        if ticks >= stall_check:  # the livelock guard (see STALL_CHECK)
+            ticks = 0
+            now = count + len(queue) + _milestones(out)
+            stalls = stalls + 1 if now == mark else 0
+            mark = now
+            if stalls >= stall_limit:
+                raise RuntimeError(
+                    f"internal error: {stall_check * stall_limit} events without progress "
+                    f"(no arrival, first token, delivery or finish) in the disaggregated loop, "
+                    f"simulated time {T!r} ms: a livelock"
+                )
         if closed:
             T = queue[0][0] if queue else inf
         else:
@@ -897,13 +960,10 @@ def simulate_disaggregated(
         early = 0
         while early < len(events) and events[early][2] < T:
             early += 1
-        for done, seq, te, p in events[:early]:
-            if done is None:
-                if layerwise:
-                    call_off(seq, te)
-            elif layerwise and not done and not place(seq, p, te, False):
-                waiting_room.append((seq, p))
-        if early and layerwise:  # (transfers started or called off)
+        # (a zero-time step can also start and end there: its first token too)
+        for ev in events[:early]:
+            handle(*ev)
+        if early:  # (transfers started or called off)
             link_done = [link.next_done() for link in links]
         # 2. transfers delivered by T
         for p, link in enumerate(links):
@@ -923,25 +983,8 @@ def simulate_disaggregated(
                 if not place(seq, p, T, seq.state == HANDOFF):
                     still.append((seq, p))
             waiting_room = still
-        for done, seq, te, p in events[early:]:
-            if done is None:
-                if layerwise:
-                    call_off(seq, te)
-                continue
-            if not done:  # the prefill starts: with layerwise, the KV streams out
-                if layerwise and not place(seq, p, te, False):
-                    waiting_room.append((seq, p))
-                continue
-            rec = by_seq.get(seq.rid)
-            if rec is not None:  # layerwise, transfer under way or delivered
-                rec[3] = True
-                if rec[4]:
-                    out.delivered[seq.rid] = te
-                    hand_over(rec, te)
-            elif layerwise and any(s is seq for s, _ in waiting_room):
-                pass  # still waiting for room; placed as a whole when it comes
-            elif not place(seq, p, te, True):
-                waiting_room.append((seq, p))
+        for ev in events[early:]:
+            handle(*ev)
         # 4. arrivals at T
         if closed:
             drain()
@@ -1022,6 +1065,22 @@ def simulate_disaggregated(
         tiers=tuple(tiers),
         shared=shared,
         arrival=sim_arr,
+    )
+
+
+def _milestones(out: Outputs) -> int:
+    """First tokens, deliveries and finishes reached so far (the livelock guard's measure).
+
+    Examples
+    --------
+    >>> o = Outputs(2)
+    >>> o.first_token[0] = o.finish[0] = 1.0
+    >>> _milestones(o)
+    2
+    """
+    return sum(
+        int(np.isfinite(np.frombuffer(a, dtype=np.float64)).sum())
+        for a in (out.first_token, out.delivered, out.finish)
     )
 
 

@@ -240,6 +240,7 @@ class Replica:
         self.role = role
         # (prefill done? (None: preempted), seq, time)
         self.handoffs: list[tuple[bool | None, Seq, float]] = []
+        self.held = 0  # (prefill) blocks of handed-off KV held until delivered
         # closed loop: the engine's requests whose finish it waits for, and those
         # finished since it last looked
         self.watch: set[int] | None = None
@@ -612,6 +613,11 @@ class Replica:
         while waiting and budget > 0 and len(running) < self.max_seqs:
             seq = waiting[0]
             if seq.state == READY:
+                break
+            if seq.epoch and self.role == "prefill" and seq.pblocks > self.capacity - self.held:
+                # a preempted prompt waits until it fits beside the handed-off KV held
+                # here (else, with zero-time steps, preempt-recompute cycles at one
+                # instant never end; with others they only waste time)
                 break
             limit = (seq.tokens - 1) // bs
             if limit > len(seq.ids):
@@ -1260,6 +1266,7 @@ class Replica:
                     elif self.role == "prefill":  # hand off: keep the KV until delivered
                         del self.running[seq]
                         seq.state = HANDOFF
+                        self.held += -(-c // bs)
                         seq.tokens = c + 1
                         self.outstanding -= seq.output - seq.gen
                         self.handoffs.append((True, seq, e))
@@ -1360,6 +1367,7 @@ class Replica:
         if self.next_sample < t:
             self._emit(t)
         held = -(-seq.computed // self.bs)
+        self.held -= held
         if seq.hashed:
             self.cache.release(seq.hashed)
         self.n_private -= held - len(seq.hashed)

@@ -85,6 +85,16 @@ class Simulator:
         Load the blocks a request finds in lower tiers only when the load
         (on the links as they are) would end sooner than recomputing them
         takes (the cost model's marginal prefill time), or always.
+    replicate_hot_blocks : int, optional
+        Copy hot blocks of a shared tier into the reading replica's own
+        tier: a block loaded from a shared tier (the pool) counts one read
+        (fleet-wide); when its count exceeds this number, the reader also
+        writes it into its first own tier (host DRAM) as the load starts
+        (that tier's link carries the bytes, like an offload write; no step
+        waits for it), and with this option a replica looks a block up in
+        its own tiers before the shared ones, so its next request loads the
+        copy over the faster local link. Needs a tier of the replica's own
+        and a shared tier. ``0`` copies on every read; None (default) never.
     admission : None, "slo" or callable, default None
         Which arriving requests are served (see :mod:`inferasim.sim.admission`).
         None admits all; ``"slo"`` rejects at arrival a request whose
@@ -184,6 +194,7 @@ class Simulator:
         tiers: list[Tier] | tuple[Tier, ...] | None = None,
         write_through: bool = False,
         load_policy: str = "faster",
+        replicate_hot_blocks: int | None = None,
         admission: str | Callable[..., bool] | None = None,
         slo_ttft_ms: float | None = None,
         slo_tpot_ms: float | None = None,
@@ -212,6 +223,7 @@ class Simulator:
         self.tiers = tiers
         self.write_through = write_through
         self.load_policy = load_policy
+        self.replicate_hot_blocks = replicate_hot_blocks
         self.admission = admission
         self.slo_ttft_ms = slo_ttft_ms
         self.slo_tpot_ms = slo_tpot_ms
@@ -289,6 +301,22 @@ class Simulator:
             raise ValueError(
                 f"load_policy must be 'faster' or 'always', got {self.load_policy!r}"
             )
+        hot = self.replicate_hot_blocks
+        if hot is not None:
+            if isinstance(hot, bool) or not isinstance(hot, numbers.Integral) or hot < 0:
+                raise ValueError(f"replicate_hot_blocks must be None or an int >= 0, got {hot!r}")
+            tiers = check_tiers(self.tiers)
+            if not any(not t.shared for t in tiers):
+                raise ValueError(
+                    "replicate_hot_blocks copies hot pool blocks into the reading replica's own "
+                    "tier, and tiers= has none: add one, e.g. Tier('dram', 3_000_000, "
+                    "read_gbps=50.0, write_gbps=50.0)"
+                )
+            if not any(t.shared for t in tiers):
+                raise ValueError(
+                    "replicate_hot_blocks copies blocks read from a shared tier, and tiers= has "
+                    "none: add one with shared=True"
+                )
         if not isinstance(self.write_through, bool):
             raise ValueError(f"write_through must be a bool, got {self.write_through!r}")
         if not isinstance(self.closed_loop, bool):
@@ -364,6 +392,7 @@ class Simulator:
             tiers=tiers,
             write_through=self.write_through,
             load_policy=self.load_policy,
+            replicate_hot=None if self.replicate_hot_blocks is None else int(self.replicate_hot_blocks),
         )
         disagg = self.prefill_replicas is not None
         loop: dict[str, Any] = {}
@@ -439,4 +468,6 @@ class Simulator:
             config["tiers"] = list(tiers)
             config["write_through"] = self.write_through
             config["load_policy"] = self.load_policy
+            if self.replicate_hot_blocks is not None:
+                config["replicate_hot_blocks"] = int(self.replicate_hot_blocks)
         return SimResult._build(workload, run, config)

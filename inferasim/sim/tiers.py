@@ -364,3 +364,96 @@ class ReplicaTiers:
     def backlog_ms(self, t: float) -> float:
         """Link time the transfers in flight still need, over all this replica's links."""
         return sum(link.backlog_ms(t) for link in self.links)
+
+
+class HotReplicaTiers(ReplicaTiers):
+    """:class:`ReplicaTiers` that copy hot shared blocks into the replica's own tier (internal).
+
+    ``Simulator(replicate_hot_blocks=k)``: every block a load takes from a
+    shared tier counts one read of it in ``reads[tier name]`` (one dict per
+    shared tier, for the whole fleet); a block whose count then exceeds
+    ``hot`` is also written into this replica's first own (not shared) tier
+    when its load starts (bytes on that tier's link for the blocks it lacks,
+    like an offload; no step waits for it). Lookup tries the replica's own
+    tiers before the shared ones, so the copy is what a later request loads.
+    """
+
+    def __init__(
+        self,
+        tiers: Sequence[Tier],
+        shared_stores: dict[str, TierStore],
+        block_size: int,
+        kv_bytes_per_token: float,
+        write_through: bool,
+        *,
+        hot: int,
+        reads: dict[str, dict[int, int]],
+    ) -> None:
+        super().__init__(tiers, shared_stores, block_size, kv_bytes_per_token, write_through)
+        self.hot = hot
+        self.reads = [reads.setdefault(t.name, {}) if t.shared else None for t in self.tiers]
+        own = [k for k in self.active if self.exclusive[k]]
+        self.own = own[0] if own else -1
+        self.order = own + [k for k in self.active if not self.exclusive[k]]
+        self.pending: list[int] = []
+        self.copies = 0  # blocks copied into the own tier
+
+    def where(self, h: int) -> int:
+        """Index of the first active tier holding ``h``, own tiers first, or -1."""
+        for k in self.order:
+            if h in self.stores[k].blocks:
+                return k
+        return -1
+
+    def take(self, k: int, ids: list[int]) -> None:
+        """As :meth:`ReplicaTiers.take`; reads of a shared tier are counted and the
+        blocks read more than ``hot`` times wait for the loads' start to be copied."""
+        super().take(k, ids)
+        reads = self.reads[k]
+        if reads is not None and self.own >= 0:
+            hot = self.hot
+            for h in ids:
+                c = reads.get(h, 0) + 1
+                reads[h] = c
+                if c > hot:
+                    self.pending.append(h)
+
+    def start_loads(self, t: float, counts: list[int], owner: object) -> list[tuple[int, int]]:
+        """As :meth:`ReplicaTiers.start_loads`, then the hot copies are written."""
+        out = super().start_loads(t, counts, owner)
+        if self.pending:
+            ids, self.pending = self.pending, []
+            self.copies += len(ids)
+            self._write(t, self.own, ids)
+        return out
+
+
+def replica_tiers(
+    tiers: Sequence[Tier],
+    shared_stores: dict[str, TierStore],
+    block_size: int,
+    kv_bytes_per_token: float,
+    write_through: bool,
+    hot: int | None = None,
+    reads: dict[str, dict[int, int]] | None = None,
+) -> ReplicaTiers:
+    """One replica's tiers; with ``hot`` (``replicate_hot_blocks``) a
+    :class:`HotReplicaTiers` counting reads in ``reads`` (internal).
+
+    Examples
+    --------
+    >>> dram = Tier("dram", 64, read_gbps=50.0, write_gbps=50.0)
+    >>> pool = Tier("pool", 640, read_gbps=25.0, write_gbps=25.0, shared=True)
+    >>> stores = {"pool": TierStore(640 // 16)}
+    >>> type(replica_tiers([dram, pool], stores, 16, 1e5, False)).__name__
+    'ReplicaTiers'
+    >>> rt = replica_tiers([pool, dram], stores, 16, 1e5, False, hot=2, reads={"pool": {}})
+    >>> rt.own, rt.order  # copies go to tier 1 (dram), looked up first
+    (1, [1, 0])
+    """
+    if hot is None:
+        return ReplicaTiers(tiers, shared_stores, block_size, kv_bytes_per_token, write_through)
+    return HotReplicaTiers(
+        tiers, shared_stores, block_size, kv_bytes_per_token, write_through,
+        hot=hot, reads={} if reads is None else reads,
+    )
