@@ -204,7 +204,7 @@ class ReplicaTiers:
 
     # ----------------------------------------------------------------- lookup
     def where(self, h: int) -> int:
-        """Index of the first active tier holding ``h``, or -1."""
+        """Index of the first active tier holding ``h`` (in ``lookup`` order), or -1."""
         for k, blocks in self.lookup:
             if h in blocks:
                 return k
@@ -395,15 +395,10 @@ class HotReplicaTiers(ReplicaTiers):
         own = [k for k in self.active if self.exclusive[k]]
         self.own = own[0] if own else -1
         self.order = own + [k for k in self.active if not self.exclusive[k]]
+        # the scheduler's inlined lookups walk ``lookup``: own tiers first here too
+        self.lookup = [(k, self.stores[k].blocks) for k in self.order]
         self.pending: list[int] = []
         self.copies = 0  # blocks copied into the own tier
-
-    def where(self, h: int) -> int:
-        """Index of the first active tier holding ``h``, own tiers first, or -1."""
-        for k in self.order:
-            if h in self.stores[k].blocks:
-                return k
-        return -1
 
     def take(self, k: int, ids: list[int]) -> None:
         """As :meth:`ReplicaTiers.take`; reads of a shared tier are counted and the
