@@ -496,13 +496,7 @@ class RooflineCostModel:
                 self._dt_size += old[1] - old[0]
             return None
         n = float(b)
-        comm = self._comm_fixed_s + self._comm_per_token_s * n
-        if self.model_spec.is_moe:
-            weights = self._dense_bytes_gpu + self._expert_bytes_gpu * (
-                1.0 - float(np.power(self._miss, n))
-            )
-        else:
-            weights = self._dense_bytes_gpu
+        weights, comm = self._batch_fixed(n)
         c = np.arange(lo, hi, dtype=np.float64)
         compute = (self._flops_per_token * n + self._flops_per_pair * c) / self._flops_per_s
         memory = (weights + self._kv_gpu * c) / self._bytes_per_s
@@ -511,6 +505,19 @@ class RooflineCostModel:
         self._dt_tables[b] = tab
         self._dt_size += hi - lo
         return tab
+
+    def _batch_fixed(self, n: float) -> tuple[float, float]:
+        """Weight bytes read and communication seconds of a decode step of ``n``
+        sequences: the terms of :meth:`step_time_ms` that do not depend on the
+        context (the same operations, so the tables stay bit-identical)."""
+        comm = self._comm_fixed_s + self._comm_per_token_s * n
+        if self.model_spec.is_moe:
+            weights = self._dense_bytes_gpu + self._expert_bytes_gpu * (
+                1.0 - float(np.power(self._miss, n))
+            )
+        else:
+            weights = self._dense_bytes_gpu
+        return weights, comm
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
@@ -523,13 +530,7 @@ class RooflineCostModel:
         fpt, fpp, fps = self._flops_per_token, self._flops_per_pair, self._flops_per_s
         kv, bps, oh = self._kv_gpu, self._bytes_per_s, self.overhead_ms
         n = float(b)
-        comm = self._comm_fixed_s + self._comm_per_token_s * n
-        if self.model_spec.is_moe:
-            weights = self._dense_bytes_gpu + self._expert_bytes_gpu * (
-                1.0 - float(np.power(self._miss, n))
-            )
-        else:
-            weights = self._dense_bytes_gpu
+        weights, comm = self._batch_fixed(n)
         fn = fpt * n
         append = ends.append
         cs = map(float, range(s, s + b * k, b)) if b > 0 else [float(s)] * k
