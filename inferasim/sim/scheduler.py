@@ -1000,7 +1000,7 @@ class Replica:
                 raise _bad_step(self.cost_model, "a run summing beyond float64", 0, 0, B0, S0)
             ends.frombytes(dt.tobytes())
             return
-        run = self.decode_run
+        run = self._checked_run
         while L < target:
             while gi < nf and fins[gi][0] < L:
                 g += 1
@@ -1010,13 +1010,7 @@ class Replica:
             if stop > target:
                 stop = target
             b = B0 - g
-            s = S0 - gctx + b * L
-            end = run(ends, e, b, s, stop - L)
-            if not e <= end < math.inf:  # (as _checked_run)
-                raise _bad_step(
-                    self.cost_model, f"{end - e!r} in total over {stop - L} step(s)", 0, 0, b, s
-                )
-            e = end
+            e = run(ends, e, b, S0 - gctx + b * L, stop - L)
             L = stop
         self.p_gi, self.p_g, self.p_gctx = gi, g, gctx
 
