@@ -428,6 +428,75 @@ def test_disaggregated_two_turns_exact_times():
     assert r["arrival_ms"].tolist() == pytest.approx([0.0, 132.005])
 
 
+# ------------------------------------------------------------------ regressions
+# (both found by hunting test_disaggregated_closed_loop with thousands of examples)
+
+
+def test_same_step_handoffs_go_out_in_admission_order_not_request_id_order():
+    # one prefill instance (2 slots, 1 ms steps, no per-token cost), two decode
+    # instances, think time 0:
+    #   rid 0 (session A, t=0, 1 token) runs alone in [0, 1];
+    #   rid 2 (session B, t=0.5, 2 tokens) waits for the step starting at 1;
+    #   rid 1 (session A's turn 2, recorded at 0, 2 tokens) arrives at rid 0's
+    #   finish, 1.0, and joins the same step, behind rid 2.
+    # Both first tokens come at 2.0. The step produced rid 2 first, so rid 2's
+    # KV is placed first: on the least active decode instance, ties to the
+    # lowest index, replica 1; its reservation makes replica 2 the least active
+    # for rid 1. (Ordered by request id, rid 1 would take replica 1, and the open
+    # replay, which renumbers the requests by arrival, would disagree.)
+    wl = Workload.from_requests([0.0, 0.0, 0.5], [4, 8, 4], [1, 2, 2], block_size=4,
+                                session_id=[0, 0, 1])
+    cost = LinearCostModel(overhead_ms=1.0, prefill_token_ms=0.0, decode_seq_ms=0.0,
+                           kv_bytes_per_token=1e3)
+    cfg = dict(cost_model=cost, prefill_replicas=1, decode_replicas=2, max_num_seqs=2,
+               think_time=0.0, handoff_gbps=1.0)
+    res = run(wl, **cfg)
+    r = res.requests
+    assert r["arrival_ms"].tolist() == [0.0, 1.0, 0.5]
+    assert r["scheduled_ms"].tolist() == [0.0, 1.0, 1.0]
+    assert r["first_token_ms"].tolist() == [1.0, 2.0, 2.0]
+    assert r["decode_replica"].tolist() == [-1, 2, 1]
+    wl2, order = replay_open_loop(wl, res)
+    cfg.pop("think_time")
+    open_ = Simulator(progress=False, kv_blocks=64, **cfg).run(wl2)
+    a = res.requests.iloc[order].reset_index(drop=True)[COMPARED + ["decode_replica"]]
+    pd.testing.assert_frame_equal(a, open_.requests[COMPARED + ["decode_replica"]],
+                                  check_exact=True)
+
+
+def test_closed_loop_decode_steps_see_reservations_made_at_their_start():
+    # the shrunk counterexample: 1 prefill + 1 decode instance, one slot each,
+    # layerwise handoffs, 0.3 ms steps. At 17.1 a prompt's prefill starts and its
+    # layerwise handoff reserves decode room, at the very instant the decode
+    # instance's next step starts. With its decode instances advanced eagerly (a
+    # waited-for turn in flight) the closed loop used to start that step first
+    # (and the handoff then found no room), while the open replay, advancing the
+    # decode instance lazily, reserved first (a step starting at t sees what is
+    # placed at t, as an arrival at t joins the step starting at t). Both now
+    # reserve first, so the closed loop equals the open replay of its arrivals.
+    wl = Workload.from_requests(
+        [0.0] * 17,
+        [1, 1, 10, 12, 14, 18, 16, 18, 20, 39, 70, 36, 38, 40, 45, 74, 47],
+        [8, 16, 1, 1, 1, 20, 1, 1, 15, 1, 3, 1, 1, 1, 1, 1, 3],
+        block_size=4,
+        session_id=[0, 1, 0, 0, 0, 1, 0, 0, 0, 1, 1, 0, 0, 0, 0, 1, 0],
+    )
+    cost = LinearCostModel(overhead_ms=0.3, prefill_token_ms=0.0, decode_seq_ms=0.0,
+                           kv_bytes_per_token=1e3)
+    cfg = dict(cost_model=cost, routing="round_robin", kv_blocks=30, max_num_seqs=1,
+               max_batched_tokens=8, chunked_prefill=False, seed=0, timeline_ms=5.0,
+               prefill_replicas=1, decode_replicas=1, handoff_gbps=1.0, layerwise=True)
+    res = run(wl, **cfg)
+    check_invariants(wl, res)
+    wl2, order = replay_open_loop(wl, res)
+    open_ = Simulator(progress=False, **cfg).run(wl2)
+    a = res.requests.iloc[order].reset_index(drop=True)[COMPARED + ["decode_replica"]]
+    pd.testing.assert_frame_equal(a, open_.requests[COMPARED + ["decode_replica"]],
+                                  check_exact=True)
+    plain = run(wl, **cfg, fast=False)
+    pd.testing.assert_frame_equal(res.requests, plain.requests, check_exact=True)
+
+
 # ------------------------------------------------------------------ a real trace
 
 

@@ -942,10 +942,6 @@ def simulate_disaggregated(
                     T = w
         if T == inf:
             break
-        if inflight:  # (closed loop) decode finishes up to T
-            for rep in dec:
-                if rep.wake() <= T:
-                    rep.advance(T)
         # 1. prefill instances up to T: steps ending at T complete (first tokens)
         events: list[tuple[bool, Seq, float, int]] = []
         for p, rep in enumerate(pre):
@@ -954,7 +950,12 @@ def simulate_disaggregated(
             if rep.handoffs:
                 events.extend((done, seq, te, p) for done, seq, te in rep.handoffs)
                 rep.handoffs.clear()
-        events.sort(key=lambda x: (x[2], x[1].rid))
+        # in time order; at one instant by prefill instance, then in the order the
+        # instance produced them (its step's chunk order, i.e. admission order):
+        # a stable sort of the lists built instance by instance, each already in
+        # time order. (Not by request id: an id says nothing about who came
+        # first once closed-loop turns arrive at simulated times.)
+        events.sort(key=_event_time)
         # (a prefill step that started before T, right after the previous event:
         # its layerwise transfers start then, before anything at T)
         early = 0
@@ -965,6 +966,12 @@ def simulate_disaggregated(
             handle(*ev)
         if early:  # (transfers started or called off)
             link_done = [link.next_done() for link in links]
+        if inflight:  # (closed loop) decode finishes up to T, after the early
+            # handoffs: a decode step starting at their time must see their
+            # reservations, as it does when the decode instances advance lazily
+            for rep in dec:
+                if rep.wake() <= T:
+                    rep.advance(T)
         # 2. transfers delivered by T
         for p, link in enumerate(links):
             # (advance a link only when something is delivered: its float state
@@ -1082,6 +1089,10 @@ def _milestones(out: Outputs) -> int:
         int(np.isfinite(np.frombuffer(a, dtype=np.float64)).sum())
         for a in (out.first_token, out.delivered, out.finish)
     )
+
+
+def _event_time(ev: tuple[Any, ...]) -> float:
+    return ev[2]
 
 
 def check_outputs(
