@@ -702,7 +702,11 @@ def simulate_disaggregated(
     The loop processes events in time order (step ends of prefill
     instances, transfer deliveries, arrivals; decode instances are advanced
     to each event that touches them), so the state read at an event is the
-    state at that instant.
+    state at that instant. Handoffs at one instant go out by prefill
+    instance, then in the order the instance produced them (its step's
+    admission order), never by request id; a decode step starting at ``t``
+    sees the reservations made at ``t`` (as an arrival at ``t`` joins the
+    step starting at ``t``).
 
     With ``parent`` / ``think`` (closed loop, as in :func:`simulate`)
     arrivals come from a priority queue, and while a request with a waiting
