@@ -37,6 +37,9 @@ _ARG_NAMES = ("prefill_tokens", "prefill_attention", "decode_seqs", "decode_cont
 _INF = float("inf")
 # decode runs longer than this read step times from a per-batch-size table
 _TABLE_MIN_STEPS = 3
+# Runs of at most this many steps into an array("d") are summed by accumulate on
+# Python floats (sequential too: the same sums as cumsum), not in numpy.
+_ACCUMULATE_MAX_STEPS = 40
 # at most this many table entries (8 bytes each) per model; past it runs are priced step by step
 _TABLE_MAX_ENTRIES = 1 << 22
 
@@ -461,6 +464,11 @@ class RooflineCostModel:
                         seg.cumsum(out=seg)
                         ends.extend(seg.tolist())
                         return ends[-1]
+                    it = accumulate(seg.tolist(), initial=e)
+                    next(it)
+                    ends.extend(it)
+                    return ends[-1]
+                if k <= _ACCUMULATE_MAX_STEPS:  # (numpy's fixed costs dominate short runs)
                     it = accumulate(seg.tolist(), initial=e)
                     next(it)
                     ends.extend(it)
