@@ -35,6 +35,7 @@ __all__ = ["RooflineCostModel"]
 
 _ARG_NAMES = ("prefill_tokens", "prefill_attention", "decode_seqs", "decode_context")
 _INF = float("inf")
+_NUMBER = (int, float)  # (a tuple: ``int | float`` would build a union at every call)
 # decode runs longer than this read step times from a per-batch-size table
 _TABLE_MIN_STEPS = 3
 # Runs of at most this many steps into an array("d") are summed by accumulate on
@@ -375,10 +376,10 @@ class RooflineCostModel:
         """
         p, a, d, c = prefill_tokens, prefill_attention, decode_seqs, decode_context
         if (
-            isinstance(p, int | float)
-            and isinstance(a, int | float)
-            and isinstance(d, int | float)
-            and isinstance(c, int | float)
+            isinstance(p, _NUMBER)
+            and isinstance(a, _NUMBER)
+            and isinstance(d, _NUMBER)
+            and isinstance(c, _NUMBER)
             and 0 <= p < _INF
             and 0 <= a < _INF
             and 0 <= d < _INF
