@@ -1069,8 +1069,9 @@ class Replica:
     def wake(self) -> float:
         """Earliest ``t`` with ``needs_advance(t)`` True (state as it is now)."""
         if self.p_K:
-            strict = math.nextafter(self.h_strict, math.inf)
-            return self.h_weak if self.h_weak < strict else strict
+            # h_weak < nextafter(h_strict) is h_weak <= h_strict (no double between)
+            weak, strict = self.h_weak, self.h_strict
+            return weak if weak <= strict else math.nextafter(strict, math.inf)
         if self.in_step:
             return self.step_end
         if (self.running or self.waiting) and not self.stalled:
