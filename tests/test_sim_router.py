@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from inferasim import Workload
 from inferasim.sim import KvCostRouter, LinearCostModel, Simulator
@@ -198,3 +200,63 @@ def test_longest_match_collapses_when_every_request_shares_its_first_block():
     spread = Simulator(4, routing="kv_cost", kv_blocks=400, cost_model=cost,
                        progress=False).run(wl)
     assert spread.requests["replica"].nunique() > 1
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    data=st.data(),
+    n=st.integers(1, 8),
+    w=st.sampled_from([0.0, 0.5, 1.0, 1.0, 1.0, 2.0, 1e17, 1e300]),
+)
+def test_kv_cost_fast_path_equals_the_formula_on_random_states(data, n, w):
+    # The engine's _fast (pruned walks over the sorted active counts, ties found by
+    # list.index; the unpruned pass when huge weights merge costs: 1e17 + 1 == 1e17)
+    # against __call__'s formula on views: few ids, small active counts and loads, so
+    # partial matches and ties (on cost, then on load) are common.
+    from types import SimpleNamespace as NS
+
+    from inferasim.sim.router import Request
+
+    refs = [data.draw(st.sets(st.integers(0, 4))) for _ in range(n)]
+    active = data.draw(st.lists(st.integers(0, 3), min_size=n, max_size=n))
+    loads = data.draw(st.lists(st.integers(0, 2), min_size=n, max_size=n))
+    ids = data.draw(st.lists(st.integers(0, 5), max_size=4))
+    limit = data.draw(st.integers(0, len(ids)))
+    input_len = BS * (limit + data.draw(st.integers(0, 2))) + data.draw(st.integers(1, BS))
+    router = KvCostRouter(overlap_weight=w)
+    router.block_size = BS
+    reps = [
+        NS(cache=NS(ref=dict.fromkeys(ref, 1)), outstanding_at=lambda t, x=x: x)
+        for ref, x in zip(refs, loads, strict=True)
+    ]
+
+    def match(ref):
+        m = 0
+        while m < limit and ids[m] in ref:
+            m += 1
+        return m
+
+    views = [
+        NS(index=i, prefix_match_blocks=match(refs[i]), active_blocks=active[i],
+           outstanding_tokens=loads[i])
+        for i in range(n)
+    ]
+    want = router(Request(0, 0.0, input_len, 1, tuple(ids)), views)
+    assert router._fast(input_len, ids, limit, reps, 0.0, active) == want
+
+
+def test_kv_cost_fast_path_ties_a_cold_replica_with_warm_ones():
+    # 2 blocks (32 tokens of 16), limit 1, overlap weight 1. Replica 0: cold, 0 active
+    # -> cost 2 - 0 + 0 = 2; replicas 1 and 2 hold block 7, 1 active -> 2 - 1 + 1 = 2:
+    # a three-way tie on cost; equal loads -> the lowest index, 0. With replica 0
+    # the busiest (load 5) -> replica 1 (load 1) over replica 2 (load 1, higher index).
+    from types import SimpleNamespace as NS
+
+    router = KvCostRouter()
+    router.block_size = BS
+    for loads, want in (([1, 1, 1], 0), ([5, 1, 1], 1), ([5, 3, 1], 2)):
+        reps = [
+            NS(cache=NS(ref=ref), outstanding_at=lambda t, x=x: x)
+            for ref, x in zip(({}, {7: 1}, {7: 0}), loads, strict=True)
+        ]
+        assert router._fast(32, [7, 8], 1, reps, 0.0, [0, 1, 1]) == want

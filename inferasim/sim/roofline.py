@@ -35,8 +35,12 @@ __all__ = ["RooflineCostModel"]
 
 _ARG_NAMES = ("prefill_tokens", "prefill_attention", "decode_seqs", "decode_context")
 _INF = float("inf")
+_NUMBER = (int, float)  # (a tuple: ``int | float`` would build a union at every call)
 # decode runs longer than this read step times from a per-batch-size table
 _TABLE_MIN_STEPS = 3
+# Runs of at most this many steps into an array("d") are summed by accumulate on
+# Python floats (sequential too: the same sums as cumsum), not in numpy.
+_ACCUMULATE_MAX_STEPS = 40
 # at most this many table entries (8 bytes each) per model; past it runs are priced step by step
 _TABLE_MAX_ENTRIES = 1 << 22
 
@@ -372,10 +376,10 @@ class RooflineCostModel:
         """
         p, a, d, c = prefill_tokens, prefill_attention, decode_seqs, decode_context
         if (
-            isinstance(p, int | float)
-            and isinstance(a, int | float)
-            and isinstance(d, int | float)
-            and isinstance(c, int | float)
+            isinstance(p, _NUMBER)
+            and isinstance(a, _NUMBER)
+            and isinstance(d, _NUMBER)
+            and isinstance(c, _NUMBER)
             and 0 <= p < _INF
             and 0 <= a < _INF
             and 0 <= d < _INF
@@ -461,6 +465,11 @@ class RooflineCostModel:
                         seg.cumsum(out=seg)
                         ends.extend(seg.tolist())
                         return ends[-1]
+                    it = accumulate(seg.tolist(), initial=e)
+                    next(it)
+                    ends.extend(it)
+                    return ends[-1]
+                if k <= _ACCUMULATE_MAX_STEPS:  # (numpy's fixed costs dominate short runs)
                     it = accumulate(seg.tolist(), initial=e)
                     next(it)
                     ends.extend(it)

@@ -1069,8 +1069,9 @@ class Replica:
     def wake(self) -> float:
         """Earliest ``t`` with ``needs_advance(t)`` True (state as it is now)."""
         if self.p_K:
-            strict = math.nextafter(self.h_strict, math.inf)
-            return self.h_weak if self.h_weak < strict else strict
+            # h_weak < nextafter(h_strict) is h_weak <= h_strict (no double between)
+            weak, strict = self.h_weak, self.h_strict
+            return weak if weak <= strict else math.nextafter(strict, math.inf)
         if self.in_step:
             return self.step_end
         if (self.running or self.waiting) and not self.stalled:
@@ -1097,13 +1098,16 @@ class Replica:
         if jn <= pos:
             return
         fsteps = self.p_fsteps
+        # (without tiers _uniform is _uniform_run for a non-empty range)
+        uniform = self._uniform if self.tiers is not None else self._uniform_run
         while pos < jn:
             fi = self.p_fi
             f = fsteps[fi] if fi < len(fsteps) else jn
             if f >= jn:
-                self._uniform(pos, jn)
+                uniform(pos, jn)
                 break
-            self._uniform(pos, f)  # step f (with finishes) is running
+            if f > pos:
+                uniform(pos, f)  # step f (with finishes) is running
             e = ends[f]
             if self.next_sample < e:
                 self._emit(e)
@@ -1121,7 +1125,8 @@ class Replica:
             self.p_fi = fi + 1
             pos = f + 1  # start the next step
             self.clock = e
-            alloc = self._cum(pos) - self._cum(f)
+            cum = self.p_cum
+            alloc = cum[f] - cum[f - 1] if f else cum[0]  # _cum(pos) - _cum(f)
             if alloc:
                 self._allocate(alloc)
                 kv = self.n_private + self.cache.pinned
@@ -1167,7 +1172,8 @@ class Replica:
         self.outstanding -= B * k
         self.steps += k
         self.clock = start  # (before allocating: an eviction offloads at the step start)
-        alloc = self._cum(jn) - self._cum(j)
+        cum = self.p_cum
+        alloc = cum[jn - 1] - cum[j - 1] if j else cum[jn - 1]  # _cum(jn) - _cum(j), jn > j
         if alloc:
             self._allocate(alloc)
             kv = self.n_private + self.cache.pinned
