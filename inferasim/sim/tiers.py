@@ -35,6 +35,7 @@ import numbers
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import islice
 
 from inferasim.sim.transfer import Link
 
@@ -227,17 +228,18 @@ class ReplicaTiers:
         fast = blocks.keys().isdisjoint(ids) and (distinct or len(set(ids)) == len(ids))
         if fast:
             # all new (the usual case): insert in order, then drop the overflow from
-            # the LRU end (the same as one put at a time)
+            # the LRU end (the same as one put at a time). (A loop of stores and
+            # ``del`` of the oldest keys: cheaper than ``update`` and ``popitem``.)
             new = len(ids)
-            blocks.update(dict.fromkeys(ids))
+            for h in ids:
+                blocks[h] = None
             over = len(blocks) - cap
             if over > 0:
-                popitem = blocks.popitem
-                if nxt >= 0:
-                    down = [popitem(False)[0] for _ in range(over)]
-                else:  # the last tier drops them
-                    for _ in range(over):
-                        popitem(False)
+                down = list(islice(blocks, over))
+                for h in down:
+                    del blocks[h]
+                if nxt < 0:  # the last tier drops them
+                    down = []
                 store.peak = cap
             elif len(blocks) > store.peak:
                 store.peak = len(blocks)
