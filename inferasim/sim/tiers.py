@@ -332,8 +332,11 @@ class ReplicaTiers:
 
     def _drain(self, k: int, t: float) -> None:
         """Take the deliveries of link ``k`` up to ``t``; owners done go to ``ready``."""
+        delivered = self.links[k].pop_delivered(t)
         owner = self.owner
-        for when, tid in self.links[k].pop_delivered(t):
+        if not owner:  # (only writes were in flight: nobody waits for them)
+            return
+        for when, tid in delivered:
             o = owner.pop((k, tid), None)
             if o is not None:
                 o.loads_left -= 1  # type: ignore[attr-defined]
@@ -345,7 +348,7 @@ class ReplicaTiers:
     def collect(self, t: float) -> list[object]:
         """Owners whose loads were all delivered by ``t``, by delivery time then id."""
         for k, link in enumerate(self.links):
-            if link.in_flight():
+            if link._n or link._pending:  # (in flight)
                 self._drain(k, t)
         out = self.ready
         if out:
