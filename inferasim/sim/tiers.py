@@ -211,6 +211,47 @@ class ReplicaTiers:
                 return k
         return -1
 
+    def run(self, ids: list[int], start: int, limit: int, ref: dict) -> tuple[int, list[int], list[int]]:
+        """The reusable run of ``ids[start:limit]`` that goes on below HBM.
+
+        ``ref`` holds the ids resident in HBM. Walking from ``start``, a block
+        in HBM is reused in place (it goes to ``mid``), a block in a lower tier
+        is loaded from the first one holding it (``where``; counted in
+        ``counts``); the run ends at a block in neither, or at an id repeated
+        below HBM (its first copy is loaded already). Returns ``(end, counts,
+        mid)``. The admission (``Replica._lower_run``) and the routers'
+        estimate (``Replica.tier_match``) share this walk.
+
+        Examples
+        --------
+        >>> dram = Tier("dram", 64, read_gbps=50.0, write_gbps=50.0)
+        >>> rt = ReplicaTiers([dram], {}, 16, 1e5, False)
+        >>> rt.offload(0.0, [1, 2, 3])
+        >>> rt.run([9, 1, 7, 2, 2, 3], 1, 6, {9: 1, 7: 0})  # (the repeated 2 ends it)
+        (4, [2], [7])
+        """
+        lookup = self.lookup
+        counts = [0] * self.n
+        mid: list[int] = []
+        seen: set[int] = set()
+        r = start
+        while r < limit:
+            h = ids[r]
+            if h in ref:
+                mid.append(h)
+            else:
+                for k, blocks in lookup:  # noqa: B007 (k: the first tier holding h)
+                    if h in blocks:
+                        break
+                else:
+                    break
+                if h in seen:
+                    break
+                seen.add(h)
+                counts[k] += 1
+            r += 1
+        return r, counts, mid
+
     def sizes(self) -> list[int]:
         """Blocks held now in each tier."""
         return [len(s.blocks) for s in self.stores]
