@@ -1,8 +1,9 @@
 """Tier stores and lookups against plain one-block-at-a-time references.
 
 ``ReplicaTiers._write`` takes a batch fast path (all blocks new) and an
-inlined slow path; ``Replica.tier_match`` and ``_lower_run`` inline the
-"first tier holding a block" lookup. Here they are checked against direct
+inlined slow path; ``Replica.tier_match`` and ``_lower_run`` share the walk
+``ReplicaTiers.run`` (the "first tier holding a block" lookup inlined in
+it). Here they are checked against direct
 implementations of the documented rules on random small stores (tiny
 capacities, ids drawn from a small range so batches overlap the stores,
 repeat inside a batch and overflow): a write is ``TierStore.put`` one block
@@ -122,3 +123,53 @@ def test_tier_match_equals_the_plain_lookup(caps, contents, hbm, ids, cut):
     for h in set(ids) | hbm:
         want = next((k for k, s in enumerate(stores) if h in s), -1)
         assert rt.where(h) == want
+
+
+def _reference_lower_run(hbm: dict[int, int], stores: list[list[int]], ids: list[int],
+                         m: int, limit: int) -> tuple[int, list[int], list[int], int]:
+    """Admission's run below HBM, with ``load_policy="always"``: from the first
+    block not in HBM, HBM blocks are reused in place (``mid``; ``revive`` counts
+    the evictable ones, reference count 0), other blocks come from the first
+    tier holding them; the run ends at a block in no tier or repeated below HBM."""
+    counts = [0] * len(stores)
+    if not any(ids[m] in s for s in stores):
+        return m, counts, [], 0
+    mid, seen, r = [], set(), m
+    for h in ids[m:limit]:
+        if h in hbm:
+            mid.append(h)
+        else:
+            k = next((k for k, s in enumerate(stores) if h in s), -1)
+            if k < 0 or h in seen:
+                break
+            seen.add(h)
+            counts[k] += 1
+        r += 1
+    return r, counts, mid, sum(1 for h in mid if hbm[h] == 0)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    caps=st.lists(st.integers(0, 6), min_size=1, max_size=3),
+    contents=st.lists(st.lists(st.integers(0, 11), max_size=6, unique=True), min_size=3, max_size=3),
+    hbm=st.dictionaries(st.integers(0, 11), st.integers(0, 2), max_size=6),
+    ids=st.lists(st.integers(0, 11), min_size=1, max_size=10),
+    cut=st.integers(1, 10),
+)
+def test_lower_run_equals_the_plain_walk(caps, contents, hbm, ids, cut):
+    rt, _ = _tiers(caps, shared_last=False)
+    for k, store in enumerate(rt.stores):
+        for h in contents[k][: store.capacity]:
+            store.blocks[h] = None
+    stores = [list(s.blocks) if s.capacity > 0 else [] for s in rt.stores]
+    limit = min(cut, len(ids))
+    m = 0
+    while m < limit and ids[m] in hbm:
+        m += 1
+    if m == limit:  # (admission only looks below HBM when the HBM run stops short)
+        return
+    rep = SimpleNamespace(cache=SimpleNamespace(ref=hbm), tiers=rt, load_always=True)
+    got = Replica._lower_run(rep, ids, m, limit, 0.0)
+    assert got == _reference_lower_run(hbm, stores, ids, m, limit)
+    # the routers' estimate is the same walk: HBM blocks first, then each tier's
+    assert Replica.tier_match(rep, ids, limit) == [m + len(got[2])] + got[1]

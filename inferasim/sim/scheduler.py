@@ -44,7 +44,7 @@ import math
 from array import array
 from bisect import bisect_left, bisect_right
 from collections import deque
-from itertools import accumulate, islice
+from itertools import accumulate
 from typing import Any
 
 import numpy as np
@@ -684,50 +684,23 @@ class Replica:
         those are evictable now.
         """
         tiers = self.tiers
-        lookup = tiers.lookup
-        h = ids[m]  # (not in HBM: the run's first block below it, if any)
-        for _, blocks in lookup:
-            if h in blocks:
-                break
-        else:  # (the usual miss)
+        # (ids[m] is not in HBM: the run's first block below it, if any)
+        if tiers.where(ids[m]) < 0:  # (the usual miss)
             return m, [0] * tiers.n, [], 0
         ref = self.cache.ref
-        counts = [0] * tiers.n
-        mid: list[int] = []
-        revive = 0
-        r = m
-        first = -1
-        seen: set[int] = set()
-        while r < limit:
-            h = ids[r]
-            x = ref.get(h)
-            if x is not None:
-                mid.append(h)
-                if x == 0:
-                    revive += 1
-            else:
-                for k, blocks in lookup:  # noqa: B007 (k: the first tier holding h)
-                    if h in blocks:
-                        break
-                else:
-                    break
-                if h in seen:  # (an id repeated in the prompt: not loaded twice)
-                    break
-                seen.add(h)
-                counts[k] += 1
-                if first < 0:
-                    first = r
-            r += 1
-        if first < 0:
-            return m, counts, [], 0
+        r, counts, mid = tiers.run(ids, m, limit, ref)
         if not self.load_always:
-            # load when that is faster than recomputing from the first loaded block
+            # load when that is faster than recomputing from the first loaded block (m)
             bs = self.bs
-            n = (r - first) * bs
-            c0 = first * bs
+            n = (r - m) * bs
+            c0 = m * bs
             redo = float(self.cost(n, n * c0 + n * (n + 1) // 2, 0, 0)) - self.step0
             if not tiers.load_estimate_ms(t, counts) < redo:
                 return m, counts, [], 0
+        revive = 0
+        for h in mid:
+            if not ref[h]:
+                revive += 1
         return r, counts, mid, revive
 
     def tier_match(self, ids: list[int], limit: int) -> list[int]:
@@ -738,43 +711,10 @@ class Replica:
         while m < limit and ids[m] in ref:
             m += 1
         tiers = self.tiers
-        out = [m] + tiers.zeros
-        if m == limit:
-            return out
-        lookup = tiers.lookup
-        h = ids[m]
-        for _, blocks in lookup:
-            if h in blocks:
-                break
-        else:  # (the usual miss: the run ends in HBM)
-            return out
-        seen: set[int] = set()
-        if len(lookup) == 1:  # (one active tier: its lookup inlined)
-            k, blocks = lookup[0]
-            k += 1
-            for h in islice(ids, m, limit):
-                if h in ref:
-                    out[0] += 1  # an HBM block after a lower-tier one: reused in place
-                elif h in blocks and h not in seen:
-                    seen.add(h)
-                    out[k] += 1
-                else:
-                    break
-            return out
-        for h in islice(ids, m, limit):
-            if h in ref:
-                out[0] += 1
-                continue
-            for k, blocks in lookup:  # noqa: B007 (k: the first tier holding h)
-                if h in blocks:
-                    break
-            else:
-                break
-            if h in seen:
-                break
-            seen.add(h)
-            out[k + 1] += 1
-        return out
+        if m == limit or tiers.where(ids[m]) < 0:  # (the usual miss: the run ends in HBM)
+            return [m] + tiers.zeros
+        _, counts, mid = tiers.run(ids, m, limit, ref)
+        return [m + len(mid)] + counts
 
     def _admit_loading(
         self, seq: Seq, t: float, m: int, r: int, counts: list[int], mid: list[int]

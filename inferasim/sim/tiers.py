@@ -35,6 +35,7 @@ import numbers
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import islice
 
 from inferasim.sim.transfer import Link
 
@@ -210,6 +211,47 @@ class ReplicaTiers:
                 return k
         return -1
 
+    def run(self, ids: list[int], start: int, limit: int, ref: dict) -> tuple[int, list[int], list[int]]:
+        """The reusable run of ``ids[start:limit]`` that goes on below HBM.
+
+        ``ref`` holds the ids resident in HBM. Walking from ``start``, a block
+        in HBM is reused in place (it goes to ``mid``), a block in a lower tier
+        is loaded from the first one holding it (``where``; counted in
+        ``counts``); the run ends at a block in neither, or at an id repeated
+        below HBM (its first copy is loaded already). Returns ``(end, counts,
+        mid)``. The admission (``Replica._lower_run``) and the routers'
+        estimate (``Replica.tier_match``) share this walk.
+
+        Examples
+        --------
+        >>> dram = Tier("dram", 64, read_gbps=50.0, write_gbps=50.0)
+        >>> rt = ReplicaTiers([dram], {}, 16, 1e5, False)
+        >>> rt.offload(0.0, [1, 2, 3])
+        >>> rt.run([9, 1, 7, 2, 2, 3], 1, 6, {9: 1, 7: 0})  # (the repeated 2 ends it)
+        (4, [2], [7])
+        """
+        lookup = self.lookup
+        counts = [0] * self.n
+        mid: list[int] = []
+        seen: set[int] = set()
+        r = start
+        while r < limit:
+            h = ids[r]
+            if h in ref:
+                mid.append(h)
+            else:
+                for k, blocks in lookup:  # noqa: B007 (k: the first tier holding h)
+                    if h in blocks:
+                        break
+                else:
+                    break
+                if h in seen:
+                    break
+                seen.add(h)
+                counts[k] += 1
+            r += 1
+        return r, counts, mid
+
     def sizes(self) -> list[int]:
         """Blocks held now in each tier."""
         return [len(s.blocks) for s in self.stores]
@@ -227,17 +269,18 @@ class ReplicaTiers:
         fast = blocks.keys().isdisjoint(ids) and (distinct or len(set(ids)) == len(ids))
         if fast:
             # all new (the usual case): insert in order, then drop the overflow from
-            # the LRU end (the same as one put at a time)
+            # the LRU end (the same as one put at a time). (A loop of stores and
+            # ``del`` of the oldest keys: cheaper than ``update`` and ``popitem``.)
             new = len(ids)
-            blocks.update(dict.fromkeys(ids))
+            for h in ids:
+                blocks[h] = None
             over = len(blocks) - cap
             if over > 0:
-                popitem = blocks.popitem
-                if nxt >= 0:
-                    down = [popitem(False)[0] for _ in range(over)]
-                else:  # the last tier drops them
-                    for _ in range(over):
-                        popitem(False)
+                down = list(islice(blocks, over))
+                for h in down:
+                    del blocks[h]
+                if nxt < 0:  # the last tier drops them
+                    down = []
                 store.peak = cap
             elif len(blocks) > store.peak:
                 store.peak = len(blocks)
@@ -330,8 +373,11 @@ class ReplicaTiers:
 
     def _drain(self, k: int, t: float) -> None:
         """Take the deliveries of link ``k`` up to ``t``; owners done go to ``ready``."""
+        delivered = self.links[k].pop_delivered(t)
         owner = self.owner
-        for when, tid in self.links[k].pop_delivered(t):
+        if not owner:  # (only writes were in flight: nobody waits for them)
+            return
+        for when, tid in delivered:
             o = owner.pop((k, tid), None)
             if o is not None:
                 o.loads_left -= 1  # type: ignore[attr-defined]
@@ -343,7 +389,7 @@ class ReplicaTiers:
     def collect(self, t: float) -> list[object]:
         """Owners whose loads were all delivered by ``t``, by delivery time then id."""
         for k, link in enumerate(self.links):
-            if link.in_flight():
+            if link._n or link._pending:  # (in flight)
                 self._drain(k, t)
         out = self.ready
         if out:

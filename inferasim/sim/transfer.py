@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import heapq
 import math
+from heapq import heappop, heappush
 
 __all__ = ["Link"]
 
@@ -97,24 +98,29 @@ class Link:
         """Serve the transfers up to ``t`` (``t`` never decreases)."""
         if t < self._t:
             raise ValueError(f"link time cannot go back: asked {t} after {self._t}")
-        heap, active = self._heap, self._active
-        while self._n:
-            vf, tid = heap[0]
-            if active.get(tid) != vf:
-                heapq.heappop(heap)
-                continue
-            end = self._t + (vf - self._v) * self._n
-            if end > t:
-                break
-            heapq.heappop(heap)
-            del active[tid]
-            self._sum_vf -= vf
-            self._n -= 1
-            self._t = end
-            self._v = vf
-            heapq.heappush(self._pending, (end + self.latency_ms, tid))
-        if self._n:
-            self._v += (t - self._t) / self._n
+        n = self._n
+        if n:
+            heap, active = self._heap, self._active
+            tt, v = self._t, self._v
+            while n:
+                vf, tid = heap[0]
+                if active.get(tid) != vf:
+                    heappop(heap)
+                    continue
+                end = tt + (vf - v) * n
+                if end > t:
+                    break
+                heappop(heap)
+                del active[tid]
+                self._sum_vf -= vf
+                n -= 1
+                tt = end
+                v = vf
+                heappush(self._pending, (end + self.latency_ms, tid))
+            if n:
+                v += (t - tt) / n
+            self._n = n
+            self._v = v
         self._t = t
 
     # ---------------------------------------------------------------- the API
@@ -144,7 +150,7 @@ class Link:
         (0, 1.0)
         """
         self._advance(t)
-        work = self.work_ms(nbytes, gb_per_s)
+        work = nbytes / (self._rate if gb_per_s is None else gb_per_s * 1e6)  # (work_ms)
         tid = self._next_id
         self._next_id += 1
         self.bytes += nbytes
@@ -153,7 +159,7 @@ class Link:
         self._active[tid] = vf
         self._sum_vf += vf
         self._n += 1
-        heapq.heappush(self._heap, (vf, tid))
+        heappush(self._heap, (vf, tid))
         return tid
 
     def cancel(self, t: float, tid: int) -> None:
