@@ -820,7 +820,9 @@ def simulate_disaggregated(
         if d < 0:
             return False
         dec[d].reserve(need)
-        tid = links[p].start(t, seq.prompt * kv_bytes_per_token)
+        link = links[p]
+        tid = link.start(t, seq.prompt * kv_bytes_per_token)
+        link_done[p] = link.next_done()
         out.xfer_start[seq.rid] = t
         rec = [seq, p, d, done, False, tid]
         flight[(p, tid)] = rec
@@ -829,8 +831,10 @@ def simulate_disaggregated(
 
     def hand_over(rec: list[Any], t: float) -> None:
         seq, p, d = rec[0], rec[1], rec[2]
-        pre[p].advance(t)
-        pre[p].release_kv(seq, t)
+        rep = pre[p]
+        rep.advance(t)
+        rep.release_kv(seq, t)
+        pre_wake[p] = rep.wake()
         dec[d].advance(t)
         dec[d].deliver(seq, t)
         del by_seq[seq.rid]
@@ -849,6 +853,7 @@ def simulate_disaggregated(
         p, d, tid = rec[1], rec[2], rec[5]
         if not rec[4]:
             links[p].cancel(t, tid)
+            link_done[p] = links[p].next_done()
             del flight[(p, tid)]
         dec[d].advance(t)
         dec[d].unreserve(-(-(seq.prompt + 1) // bs), t)
@@ -902,6 +907,11 @@ def simulate_disaggregated(
                 rep.finished.clear()
 
     order = [] if closed else [i for i in range(n) if i not in reasons]
+    needs_state = getattr(router, "needs_state", True)
+    # the next change of each prefill instance and the next delivery of each link,
+    # updated after every call that changes them (both are pure functions of state)
+    pre_wake = [rep.wake() for rep in pre]
+    link_done = [link.next_done() for link in links]
     k = 0
     count = 0
     inf = math.inf
@@ -926,9 +936,8 @@ def simulate_disaggregated(
             T = queue[0][0] if queue else inf
         else:
             T = arr_l[order[k]] if k < len(order) else inf
-        # (read once: nothing changes a prefill instance or a link before steps 1, 2 use them)
-        pre_wake = [rep.wake() for rep in pre]
-        link_done = [link.next_done() for link in links]
+        # (pre_wake, link_done: kept current by every call that changes a prefill
+        # instance or a link, so nothing is read again here)
         w = min(pre_wake)
         if w < T:
             T = w
@@ -951,10 +960,12 @@ def simulate_disaggregated(
         for p, rep in enumerate(pre):
             if pre_wake[p] <= T:
                 rep.advance(T)
-            if rep.handoffs:
+                pre_wake[p] = rep.wake()
+            if rep.handoffs:  # (only an advance adds handoffs)
                 events.extend((done, seq, te, p) for done, seq, te in rep.handoffs)
                 rep.handoffs.clear()
-        events.sort(key=lambda x: (x[2], x[1].rid))
+        if len(events) > 1:
+            events.sort(key=lambda x: (x[2], x[1].rid))
         # (a prefill step that started before T, right after the previous event:
         # its layerwise transfers start then, before anything at T)
         early = 0
@@ -963,14 +974,14 @@ def simulate_disaggregated(
         # (a zero-time step can also start and end there: its first token too)
         for ev in events[:early]:
             handle(*ev)
-        if early:  # (transfers started or called off)
-            link_done = [link.next_done() for link in links]
         # 2. transfers delivered by T
         for p, link in enumerate(links):
             # (advance a link only when something is delivered: its float state
             # then depends on the event times alone, the same in both loops)
             if link_done[p] <= T:
-                for tid in link.pop_done(T):
+                done_ids = link.pop_done(T)
+                link_done[p] = link.next_done()
+                for tid in done_ids:
                     rec = flight.pop((p, tid))
                     out.delivered[rec[0].rid] = T
                     rec[4] = True
@@ -1008,9 +1019,12 @@ def simulate_disaggregated(
                 bar.update(1024)
             p_len = P_l[i]
             ids, limit = col.ids(i)
-            if getattr(router, "needs_state", True):
-                for rep in pre:
-                    rep.advance(a)
+            if needs_state:  # (an instance whose next change is after a stays as it is)
+                for p in range(P_n):
+                    if pre_wake[p] <= a:
+                        rep = pre[p]
+                        rep.advance(a)
+                        pre_wake[p] = rep.wake()
             current[0] = ids
             current[1] = limit
             current[2] = a
@@ -1024,8 +1038,12 @@ def simulate_disaggregated(
                     P_n,
                     " (a prefill instance)",
                 )
+            # (routing may have moved the links: their estimates advance them to a)
+            for p in range(P_n):
+                link_done[p] = links[p].next_done()
             rep = pre[r]
             rep.advance(a)
+            pre_wake[r] = rep.wake()
             if admission is not None:
                 need = -(-(p_len + 1) // bs)
                 d = least_active_with_room(need, a)
@@ -1034,7 +1052,10 @@ def simulate_disaggregated(
                     dec[0].advance(a)
                 dv = dviews[d]
                 req = Request(i, a, p_len, O_l[i], tuple(ids))
-                if not admission(req, (views[r], dv), a):
+                admitted = admission(req, (views[r], dv), a)
+                for p in range(P_n):  # (the views' estimates may have moved the links)
+                    link_done[p] = links[p].next_done()
+                if not admitted:
                     reasons[i] = getattr(admission, "last_reason", "") or "rejected by admission"
                     if closed:
                         issue(i, a)
@@ -1042,6 +1063,7 @@ def simulate_disaggregated(
             if closed and i in children:
                 inflight += 1
             rep.arrive(Seq(i, p_len, O_l[i], ids, bs), a)
+            pre_wake[r] = rep.wake()
         if closed:
             drain()
     for rep in pre:
