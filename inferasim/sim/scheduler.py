@@ -1308,12 +1308,20 @@ class Replica:
     # ------------------------------------------------------- disaggregation
     def reserve(self, n: int) -> None:
         """Reserve ``n`` KV blocks for a sequence whose KV is about to arrive
-        (decode instance; after ``advance(t)``; the caller checked the room)."""
-        if self.p_K:  # the stretch priced its allocations on the old free memory
+        (decode instance; after ``advance(t)``; the caller checked the room).
+
+        A pure-decode stretch under way goes on when the blocks its later steps
+        allocate still fit in the free memory left (as its plan checked, see
+        :meth:`_plan`: no step of it could preempt or evict), else it ends with
+        the running step."""
+        self._allocate(n)
+        if self.p_K and (
+            self._cum(self.p_K - 1) - self._cum(self.p_pos)
+            > self.capacity - self.n_private - len(self.cache.ref)
+        ):  # the stretch priced its allocations on the old free memory
             self.p_K = self.p_pos + 1
             self.h_weak = self.step_end
             self.h_strict = math.inf
-        self._allocate(n)
         kv = self.n_private + self.cache.pinned
         if kv > self.peak_kv:
             self.peak_kv = kv
