@@ -90,6 +90,10 @@ def estimate_memo(cost: Any) -> dict[tuple[int, ...], float] | None:
 #: about 130k events with no request reaching a milestone).
 STALL_CHECK = 4096
 STALL_LIMIT = 32
+#: Test hook: the disaggregated loop checks at every event that its kept next
+#: changes of the prefill instances and next deliveries of the links equal the
+#: values read afresh (an internal error if not).
+_CHECK_SYNC = False
 
 
 @dataclass
@@ -798,20 +802,36 @@ def simulate_disaggregated(
         ones (ties to the lowest index), brought up to ``t``; -1 if none has room.
 
         Memory and queue only change where a replica wakes, so only the ones
-        waking by ``t`` are advanced to read them (and then the chosen one).
+        waking by ``t`` are advanced to read them (and then the chosen one);
+        inside a decode stretch not even those, the memory at ``t`` is read off
+        the stretch's plan (:meth:`Replica.kv_at`), as long as no handoff waits
+        for room and no closed-loop turn waits for a finish (the loop then
+        wakes on decode changes, so it needs every decode wake after ``t``:
+        a placement that fails advances the instances read off too).
         """
         best, best_active = -1, 0
+        # (read-offs leave an instance's wake at or before t: only while decode
+        # wakes are no event times, see the loop, and never past a failure)
+        readoff = not waiting_room and not inflight
+        skipped = []
         for j, rep in enumerate(dec):
-            if rep.wake() <= t:
-                rep.advance(t)
-            pinned = rep.cache.pinned
-            if rep.capacity - rep.n_private - pinned < need:
+            kv = rep.kv_at(t) if readoff else -1
+            if kv < 0:
+                if rep.wake() <= t:
+                    rep.advance(t)
+                kv = rep.n_private + rep.cache.pinned
+            elif rep.wake() <= t:
+                skipped.append(rep)
+            if rep.capacity - kv < need:
                 continue
-            act = rep.n_private + pinned + rep.queued_blocks
+            act = kv + rep.queued_blocks
             if best < 0 or act < best_active:
                 best, best_active = j, act
         if best >= 0:
             dec[best].advance(t)
+        else:  # the handoff waits: the loop then wakes on decode changes
+            for rep in skipped:
+                rep.advance(t)
         return best
 
     def place(seq: Seq, p: int, t: float, done: bool) -> bool:
@@ -919,6 +939,7 @@ def simulate_disaggregated(
     mark = -1
     T = t0
     stall_check, stall_limit = STALL_CHECK, STALL_LIMIT
+    check_sync = _CHECK_SYNC
     while True:
         ticks += 1
         if ticks >= stall_check:  # the livelock guard (see STALL_CHECK)
@@ -951,6 +972,11 @@ def simulate_disaggregated(
                     T = w
         if T == inf:
             break
+        if check_sync and (
+            pre_wake != [rep.wake() for rep in pre]
+            or link_done != [link.next_done() for link in links]
+        ):
+            raise RuntimeError(f"internal error: stale wakes in the disaggregated loop at {T!r}")
         if inflight:  # (closed loop) decode finishes up to T
             for rep in dec:
                 if rep.wake() <= T:
