@@ -90,6 +90,10 @@ def estimate_memo(cost: Any) -> dict[tuple[int, ...], float] | None:
 #: about 130k events with no request reaching a milestone).
 STALL_CHECK = 4096
 STALL_LIMIT = 32
+#: Test hook: the disaggregated loop checks at every event that its kept next
+#: changes of the prefill instances and next deliveries of the links equal the
+#: values read afresh (an internal error if not).
+_CHECK_SYNC = False
 
 
 @dataclass
@@ -802,20 +806,36 @@ def simulate_disaggregated(
         ones (ties to the lowest index), brought up to ``t``; -1 if none has room.
 
         Memory and queue only change where a replica wakes, so only the ones
-        waking by ``t`` are advanced to read them (and then the chosen one).
+        waking by ``t`` are advanced to read them (and then the chosen one);
+        inside a decode stretch not even those, the memory at ``t`` is read off
+        the stretch's plan (:meth:`Replica.kv_at`), as long as no handoff waits
+        for room and no closed-loop turn waits for a finish (the loop then
+        wakes on decode changes, so it needs every decode wake after ``t``:
+        a placement that fails advances the instances read off too).
         """
         best, best_active = -1, 0
+        # (read-offs leave an instance's wake at or before t: only while decode
+        # wakes are no event times, see the loop, and never past a failure)
+        readoff = not waiting_room and not inflight
+        skipped = []
         for j, rep in enumerate(dec):
-            if rep.wake() <= t:
-                rep.advance(t)
-            pinned = rep.cache.pinned
-            if rep.capacity - rep.n_private - pinned < need:
+            kv = rep.kv_at(t) if readoff else -1
+            if kv < 0:
+                if rep.wake() <= t:
+                    rep.advance(t)
+                kv = rep.n_private + rep.cache.pinned
+            elif rep.wake() <= t:
+                skipped.append(rep)
+            if rep.capacity - kv < need:
                 continue
-            act = rep.n_private + pinned + rep.queued_blocks
+            act = kv + rep.queued_blocks
             if best < 0 or act < best_active:
                 best, best_active = j, act
         if best >= 0:
             dec[best].advance(t)
+        else:  # the handoff waits: the loop then wakes on decode changes
+            for rep in skipped:
+                rep.advance(t)
         return best
 
     def place(seq: Seq, p: int, t: float, done: bool) -> bool:
@@ -824,7 +844,9 @@ def simulate_disaggregated(
         if d < 0:
             return False
         dec[d].reserve(need)
-        tid = links[p].start(t, seq.prompt * kv_bytes_per_token)
+        link = links[p]
+        tid = link.start(t, seq.prompt * kv_bytes_per_token)
+        link_done[p] = link.next_done()
         out.xfer_start[seq.rid] = t
         rec = [seq, p, d, done, False, tid]
         flight[(p, tid)] = rec
@@ -833,8 +855,10 @@ def simulate_disaggregated(
 
     def hand_over(rec: list[Any], t: float) -> None:
         seq, p, d = rec[0], rec[1], rec[2]
-        pre[p].advance(t)
-        pre[p].release_kv(seq, t)
+        rep = pre[p]
+        rep.advance(t)
+        rep.release_kv(seq, t)
+        pre_wake[p] = rep.wake()
         dec[d].advance(t)
         dec[d].deliver(seq, t)
         del by_seq[seq.rid]
@@ -853,6 +877,7 @@ def simulate_disaggregated(
         p, d, tid = rec[1], rec[2], rec[5]
         if not rec[4]:
             links[p].cancel(t, tid)
+            link_done[p] = links[p].next_done()
             del flight[(p, tid)]
         dec[d].advance(t)
         dec[d].unreserve(-(-(seq.prompt + 1) // bs), t)
@@ -906,6 +931,11 @@ def simulate_disaggregated(
                 rep.finished.clear()
 
     order = [] if closed else [i for i in range(n) if i not in reasons]
+    needs_state = getattr(router, "needs_state", True)
+    # the next change of each prefill instance and the next delivery of each link,
+    # updated after every call that changes them (both are pure functions of state)
+    pre_wake = [rep.wake() for rep in pre]
+    link_done = [link.next_done() for link in links]
     k = 0
     count = 0
     inf = math.inf
@@ -913,6 +943,7 @@ def simulate_disaggregated(
     mark = -1
     T = t0
     stall_check, stall_limit = STALL_CHECK, STALL_LIMIT
+    check_sync = _CHECK_SYNC
     while True:
         ticks += 1
         if ticks >= stall_check:  # the livelock guard (see STALL_CHECK)
@@ -930,9 +961,8 @@ def simulate_disaggregated(
             T = queue[0][0] if queue else inf
         else:
             T = arr_l[order[k]] if k < len(order) else inf
-        # (read once: nothing changes a prefill instance or a link before steps 1, 2 use them)
-        pre_wake = [rep.wake() for rep in pre]
-        link_done = [link.next_done() for link in links]
+        # (pre_wake, link_done: kept current by every call that changes a prefill
+        # instance or a link, so nothing is read again here)
         w = min(pre_wake)
         if w < T:
             T = w
@@ -946,12 +976,18 @@ def simulate_disaggregated(
                     T = w
         if T == inf:
             break
+        if check_sync and (
+            pre_wake != [rep.wake() for rep in pre]
+            or link_done != [link.next_done() for link in links]
+        ):
+            raise RuntimeError(f"internal error: stale wakes in the disaggregated loop at {T!r}")
         # 1. prefill instances up to T: steps ending at T complete (first tokens)
         events: list[tuple[bool, Seq, float, int]] = []
         for p, rep in enumerate(pre):
             if pre_wake[p] <= T:
                 rep.advance(T)
-            if rep.handoffs:
+                pre_wake[p] = rep.wake()
+            if rep.handoffs:  # (only an advance adds handoffs)
                 events.extend((done, seq, te, p) for done, seq, te in rep.handoffs)
                 rep.handoffs.clear()
         # in time order; at one instant by prefill instance, then in the order the
@@ -959,7 +995,8 @@ def simulate_disaggregated(
         # a stable sort of the lists built instance by instance, each already in
         # time order. (Not by request id: an id says nothing about who came
         # first once closed-loop turns arrive at simulated times.)
-        events.sort(key=_event_time)
+        if len(events) > 1:
+            events.sort(key=_event_time)
         # (a prefill step that started before T, right after the previous event:
         # its layerwise transfers start then, before anything at T)
         early = 0
@@ -968,8 +1005,6 @@ def simulate_disaggregated(
         # (a zero-time step can also start and end there: its first token too)
         for ev in events[:early]:
             handle(*ev)
-        if early:  # (transfers started or called off)
-            link_done = [link.next_done() for link in links]
         if inflight:  # (closed loop) decode finishes up to T, after the early
             # handoffs: a decode step starting at their time must see their
             # reservations, as it does when the decode instances advance lazily
@@ -981,7 +1016,9 @@ def simulate_disaggregated(
             # (advance a link only when something is delivered: its float state
             # then depends on the event times alone, the same in both loops)
             if link_done[p] <= T:
-                for tid in link.pop_done(T):
+                done_ids = link.pop_done(T)
+                link_done[p] = link.next_done()
+                for tid in done_ids:
                     rec = flight.pop((p, tid))
                     out.delivered[rec[0].rid] = T
                     rec[4] = True
@@ -1019,9 +1056,12 @@ def simulate_disaggregated(
                 bar.update(1024)
             p_len = P_l[i]
             ids, limit = col.ids(i)
-            if getattr(router, "needs_state", True):
-                for rep in pre:
-                    rep.advance(a)
+            if needs_state:  # (an instance whose next change is after a stays as it is)
+                for p in range(P_n):
+                    if pre_wake[p] <= a:
+                        rep = pre[p]
+                        rep.advance(a)
+                        pre_wake[p] = rep.wake()
             current[0] = ids
             current[1] = limit
             current[2] = a
@@ -1035,8 +1075,12 @@ def simulate_disaggregated(
                     P_n,
                     " (a prefill instance)",
                 )
+            # (routing may have moved the links: their estimates advance them to a)
+            for p in range(P_n):
+                link_done[p] = links[p].next_done()
             rep = pre[r]
             rep.advance(a)
+            pre_wake[r] = rep.wake()
             if admission is not None:
                 need = -(-(p_len + 1) // bs)
                 d = least_active_with_room(need, a)
@@ -1045,7 +1089,10 @@ def simulate_disaggregated(
                     dec[0].advance(a)
                 dv = dviews[d]
                 req = Request(i, a, p_len, O_l[i], tuple(ids))
-                if not admission(req, (views[r], dv), a):
+                admitted = admission(req, (views[r], dv), a)
+                for p in range(P_n):  # (the views' estimates may have moved the links)
+                    link_done[p] = links[p].next_done()
+                if not admitted:
                     reasons[i] = getattr(admission, "last_reason", "") or "rejected by admission"
                     if closed:
                         issue(i, a)
@@ -1053,6 +1100,7 @@ def simulate_disaggregated(
             if closed and i in children:
                 inflight += 1
             rep.arrive(Seq(i, p_len, O_l[i], ids, bs), a)
+            pre_wake[r] = rep.wake()
         if closed:
             drain()
     for rep in pre:

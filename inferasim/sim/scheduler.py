@@ -1018,6 +1018,47 @@ class Replica:
             return math.nextafter(self.clock, math.inf)
         return math.inf
 
+    def kv_at(self, t: float) -> int:
+        """KV blocks held (private plus pinned) after ``advance(t)``, without
+        advancing, or -1 when that needs the advance itself.
+
+        Inside a stretch whose steps up to ``t`` neither end it nor end at
+        ``t``, advancing applies the steps starting before ``t``: their
+        allocations (read off the plan) and, on a decode instance (whose
+        sequences hold private blocks only), the finishes of the steps ended
+        before ``t``, each freeing the ``ceil(computed / block_size)`` blocks
+        of its sequence (``computed = ctx + f`` for a plan entry ``(f, ctx)``,
+        see :meth:`_plan`). The steps are priced as :meth:`_progress` prices
+        them.
+        """
+        if not self.p_K:
+            return self.n_private + self.cache.pinned if self.wake() > t else -1
+        kv = self.n_private + self.cache.pinned
+        if self.step_end > t:
+            return kv
+        K = self.p_K
+        pos = self.p_pos
+        if pos >= K - 1:  # (the stretch's last step ends by t)
+            return -1
+        ends = self.p_ends
+        while ends[-1] < t and len(ends) < K:
+            self._price(len(ends), t)
+        jn = bisect_left(ends, t)
+        if jn > K - 1:
+            jn = K - 1
+        if ends[jn] <= t:  # (a step ends at t, or the stretch by t: completed there)
+            return -1
+        if t >= self.h_weak:  # finishes before t
+            if self.role != "decode":
+                return -1
+            bs = self.bs
+            for f, ctx in self.p_fins:
+                if f >= jn:
+                    break
+                if f >= pos:
+                    kv -= (ctx + f + bs - 1) // bs
+        return kv + self._cum(jn) - self._cum(pos) if jn > pos else kv
+
     def outstanding_at(self, t: float) -> int:
         """Outstanding tokens at ``t`` when ``needs_advance(t)`` is False."""
         if not self.p_K:
@@ -1254,12 +1295,20 @@ class Replica:
     # ------------------------------------------------------- disaggregation
     def reserve(self, n: int) -> None:
         """Reserve ``n`` KV blocks for a sequence whose KV is about to arrive
-        (decode instance; after ``advance(t)``; the caller checked the room)."""
-        if self.p_K:  # the stretch priced its allocations on the old free memory
+        (decode instance; after ``advance(t)``; the caller checked the room).
+
+        A pure-decode stretch under way goes on when the blocks its later steps
+        allocate still fit in the free memory left (as its plan checked, see
+        :meth:`_plan`: no step of it could preempt or evict), else it ends with
+        the running step."""
+        self._allocate(n)
+        if self.p_K and (
+            self._cum(self.p_K - 1) - self._cum(self.p_pos)
+            > self.capacity - self.n_private - len(self.cache.ref)
+        ):  # the stretch priced its allocations on the old free memory
             self.p_K = self.p_pos + 1
             self.h_weak = self.step_end
             self.h_strict = math.inf
-        self._allocate(n)
         kv = self.n_private + self.cache.pinned
         if kv > self.peak_kv:
             self.peak_kv = kv
