@@ -420,15 +420,18 @@ def simulate(
         global order), then the next; ties go one event at a time by index.
         """
         inf = math.inf
-        # the replicas with a change up to ``until``, as (wake, index): the heap's
-        # order is the global order (ties to the lowest index)
-        heap = [(w, j) for j, w in enumerate(wakes) if w <= until and w < inf]
+        # the replicas with a change up to ``until``, as (time of that change,
+        # index): the heap's order is the global order (ties to the lowest index).
+        # (The time, not the wake: a step due to start at ``c`` wakes just after
+        # ``c``, as ``advance`` starts the steps before its bound, but it comes
+        # before another replica's change one ulp after ``c``.)
+        heap = [(reps[j].next_change(), j) for j, w in enumerate(wakes) if w <= until and w < inf]
         if not heap:
             return
         heapq.heapify(heap)
         nextafter = math.nextafter
         while heap:
-            w, j = heap[0]
+            j = heap[0][1]
             n_h = len(heap)
             if n_h > 2:  # the next change of another replica: the smaller child
                 a, b = heap[1], heap[2]
@@ -438,6 +441,7 @@ def simulate(
             else:  # (the others change after until)
                 w2 = inf
             bound = until if w2 > until else nextafter(w2, -inf)
+            w = wakes[j]
             if bound < w:
                 bound = w
             rep = reps[j]
@@ -445,7 +449,7 @@ def simulate(
             w = wakes[j] = rep.wake()
             active[j] = rep.n_private + rep.cache.pinned + rep.queued_blocks
             if w <= until and w < inf:
-                heapq.heapreplace(heap, (w, j))
+                heapq.heapreplace(heap, (rep.next_change(), j))
             else:
                 heapq.heappop(heap)
 

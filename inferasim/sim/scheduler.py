@@ -1059,6 +1059,19 @@ class Replica:
                     kv -= (ctx + f + bs - 1) // bs
         return kv + self._cum(jn) - self._cum(pos) if jn > pos else kv
 
+    def next_change(self) -> float:
+        """Time of the next state change (a step due to start at ``clock`` changes
+        the state at ``clock``; :meth:`wake` is just after it). Not after
+        :meth:`wake`; ``inf`` when nothing is due."""
+        if self.p_K:  # (a step starting at h_strict changes it then)
+            weak, strict = self.h_weak, self.h_strict
+            return weak if weak <= strict else strict
+        if self.in_step:
+            return self.step_end
+        if (self.running or self.waiting) and not self.stalled:
+            return self.clock
+        return math.inf
+
     def outstanding_at(self, t: float) -> int:
         """Outstanding tokens at ``t`` when ``needs_advance(t)`` is False."""
         if not self.p_K:
