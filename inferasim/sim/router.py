@@ -842,13 +842,6 @@ class KvCostRouter:
         w = self.overlap_weight
         blocks = -(-input_len // self.block_size)
         saving = self.tier_saving
-        if not saving:
-            miss = w * blocks  # the same float as w * (blocks - 0) in __call__
-            amin = min(active)
-            # (float addition is monotone: the lowest miss cost is miss + amin; when
-            # one more active block costs more, distinct counts give distinct costs)
-            if miss + (amin + 1) > miss + amin:
-                return self._fast_sorted(blocks, miss, amin, ids, limit, reps, t, active)
         if saving:
             miss = w * blocks
             costs = [miss + a for a in active]
@@ -899,89 +892,6 @@ class KvCostRouter:
                     load = reps[i].outstanding_at(t)
                     if load < best_load:
                         best, best_load = i, load
-        return best
-
-    def _fast_sorted(
-        self,
-        blocks: int,
-        miss: float,
-        amin: int,
-        ids: list[int],
-        limit: int,
-        reps: Sequence[Any],
-        t: float,
-        active: list[int],
-    ) -> int:
-        """:meth:`_fast` without tiers when distinct active counts cost differently.
-
-        A replica without the request's first block costs ``miss + active``;
-        only the others are walked, least active first, while their bound
-        ``w * (blocks - limit) + active`` does not exceed the lowest cost so
-        far (the lowest cost only falls, so a replica past the bound can be
-        neither the minimum nor a tie). The candidates come from the sorted
-        active counts and ``list.index`` (loops in C), not from a Python pass
-        over every replica. Ties among the replicas not walked are exactly
-        those with ``amin`` active blocks when the lowest cost is ``miss + amin``.
-        """
-        w = self.overlap_weight
-        low = miss + amin
-        hit: dict[int, float] = {}  # walked replicas holding the first block: their cost
-        if limit > 0:
-            head = ids[:limit]
-            h0 = head[0]
-            base = w * (blocks - limit)
-            srt = sorted(active)
-            n = len(srt)
-            k = 0
-            while k < n:
-                a = srt[k]
-                if base + a > low:
-                    break
-                i = active.index(a)
-                while True:  # the replicas with ``a`` active blocks, in index order
-                    ref = reps[i].cache.ref
-                    if h0 in ref:
-                        if miss + a > low:
-                            # it needs a match of at least j blocks to reach ``low``
-                            # (the cost never rises with the match): when block j - 1
-                            # is not cached, neither is the run up to it
-                            j = limit
-                            while j > 1 and w * (blocks - (j - 1)) + a <= low:
-                                j -= 1
-                            if head[j - 1] not in ref:
-                                k += 1
-                                if k == n or srt[k] != a:
-                                    break
-                                i = active.index(a, i + 1)
-                                continue
-                        m = 0
-                        for h in head:
-                            if h not in ref:
-                                break
-                            m += 1
-                        c = hit[i] = w * (blocks - m) + a
-                        if c < low:
-                            low = c
-                    k += 1
-                    if k == n or srt[k] != a:
-                        break
-                    i = active.index(a, i + 1)
-        ties = [i for i, c in hit.items() if c == low] if hit else []
-        if low == miss + amin:  # the replicas without a match at the least active count
-            i = -1
-            for _ in range(active.count(amin)):
-                i = active.index(amin, i + 1)
-                if i not in hit:
-                    ties.append(i)
-        if len(ties) == 1:
-            return ties[0]
-        ties.sort()  # ties: fewest outstanding tokens, then lowest index
-        best = ties[0]
-        best_load = reps[best].outstanding_at(t)
-        for i in islice(ties, 1, None):
-            load = reps[i].outstanding_at(t)
-            if load < best_load:
-                best, best_load = i, load
         return best
 
 
