@@ -103,6 +103,16 @@ def _reference_match(ref: set[int], stores: list[list[int]], ids: list[int], lim
     return out
 
 
+def _filled(caps: list[int], contents: list[list[int]]):
+    """Per-replica tiers of ``caps`` blocks holding ``contents`` (as far as each fits),
+    and each tier's blocks as a list (LRU first)."""
+    rt, _ = _tiers(caps, shared_last=False)
+    for k, store in enumerate(rt.stores):
+        for h in contents[k][: store.capacity]:
+            store.blocks[h] = None
+    return rt, [list(s.blocks) if s.capacity > 0 else [] for s in rt.stores]
+
+
 @settings(max_examples=300, deadline=None)
 @given(
     caps=st.lists(st.integers(0, 6), min_size=1, max_size=3),
@@ -112,11 +122,7 @@ def _reference_match(ref: set[int], stores: list[list[int]], ids: list[int], lim
     cut=st.integers(0, 10),
 )
 def test_tier_match_equals_the_plain_lookup(caps, contents, hbm, ids, cut):
-    rt, _ = _tiers(caps, shared_last=False)
-    for k, store in enumerate(rt.stores):
-        for h in contents[k][: store.capacity]:
-            store.blocks[h] = None
-    stores = [list(s.blocks) if s.capacity > 0 else [] for s in rt.stores]
+    rt, stores = _filled(caps, contents)
     limit = min(cut, len(ids))
     rep = SimpleNamespace(cache=SimpleNamespace(ref=dict.fromkeys(hbm, 1)), tiers=rt)
     assert Replica.tier_match(rep, ids, limit) == _reference_match(hbm, stores, ids, limit)
@@ -157,11 +163,7 @@ def _reference_lower_run(hbm: dict[int, int], stores: list[list[int]], ids: list
     cut=st.integers(1, 10),
 )
 def test_lower_run_equals_the_plain_walk(caps, contents, hbm, ids, cut):
-    rt, _ = _tiers(caps, shared_last=False)
-    for k, store in enumerate(rt.stores):
-        for h in contents[k][: store.capacity]:
-            store.blocks[h] = None
-    stores = [list(s.blocks) if s.capacity > 0 else [] for s in rt.stores]
+    rt, stores = _filled(caps, contents)
     limit = min(cut, len(ids))
     m = 0
     while m < limit and ids[m] in hbm:

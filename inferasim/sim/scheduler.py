@@ -1041,11 +1041,7 @@ class Replica:
         if pos >= K - 1:  # (the stretch's last step ends by t)
             return -1
         ends = self.p_ends
-        while ends[-1] < t and len(ends) < K:
-            self._price(len(ends), t)
-        jn = bisect_left(ends, t)
-        if jn > K - 1:
-            jn = K - 1
+        jn = self._step_at(t)
         if ends[jn] <= t:  # (a step ends at t, or the stretch by t: completed there)
             return -1
         if t >= self.h_weak:  # finishes before t
@@ -1079,15 +1075,20 @@ class Replica:
         done = bisect_right(self.p_ends, t) - self.p_pos
         return self.outstanding - self.B * done if done > 0 else self.outstanding
 
+    def _step_at(self, t: float) -> int:
+        """The first step of the stretch ending at or after ``t`` (at most the
+        last one), with the steps priced that far."""
+        ends = self.p_ends
+        K = self.p_K
+        while ends[-1] < t and len(ends) < K:
+            self._price(len(ends), t)
+        jn = bisect_left(ends, t)
+        return jn if jn < K - 1 else K - 1
+
     def _progress(self, until: float) -> None:
         """Apply the stretch's steps that start before ``until``."""
         ends = self.p_ends
-        K = self.p_K
-        while ends[-1] < until and len(ends) < K:
-            self._price(len(ends), until)
-        jn = bisect_left(ends, until)
-        if jn > K - 1:
-            jn = K - 1
+        jn = self._step_at(until)
         pos = self.p_pos
         if jn <= pos:
             return
