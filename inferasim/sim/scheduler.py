@@ -573,11 +573,16 @@ class Replica:
         # their cached prefix and so their memory need), the next step must be
         # scheduled afresh: no stretch; nor while loads are in flight (a delivery
         # is new prefill work, like an arrival), nor while requests wait behind a
-        # shared tier (another replica's write may let one in at the next step).
+        # shared tier (another replica's write may let one in at the next step),
+        # nor while requests wait and transfers are in flight (their loads' price
+        # falls as the links drain).
         single = (
             preempted
             or (self.waiting and (evicted or self.coupled))
             or self.n_loading
+            # (transfers in flight: a waiting request's load-or-recompute choice,
+            # priced on the links' backlog, changes from one step start to the next)
+            or (self.waiting and self.tiers is not None and self.tiers.in_flight())
         )
         self._plan(t, 1 if single else self.plan_cap)
 

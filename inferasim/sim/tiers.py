@@ -341,6 +341,11 @@ class ReplicaTiers:
             for h in ids:
                 blocks.move_to_end(h)
 
+    def in_flight(self) -> bool:
+        """Whether a transfer is in flight on any link (then a load estimate made
+        now, :meth:`load_estimate_ms`, depends on when it is made)."""
+        return any(link.in_flight() for link in self.links)
+
     def load_estimate_ms(self, t: float, counts: list[int]) -> float:
         """When loads of ``counts[k]`` blocks from each tier, started at ``t``, would
         all be delivered (from ``t``, if nothing else starts on the links)."""
