@@ -94,6 +94,8 @@ STALL_LIMIT = 32
 #: changes of the prefill instances and next deliveries of the links equal the
 #: values read afresh (an internal error if not).
 _CHECK_SYNC = False
+#: The time of a handoff event ``(done, seq, time, prefill index)``.
+_EVENT_TIME = operator.itemgetter(2)
 
 
 @dataclass
@@ -939,7 +941,11 @@ def simulate_disaggregated(
     # the next change of each prefill instance and the next delivery of each link,
     # updated after every call that changes them (both are pure functions of state)
     pre_wake = [rep.wake() for rep in pre]
-    link_done = [link.next_done() for link in links]
+
+    def next_deliveries() -> list[float]:
+        return [link.next_done() for link in links]
+
+    link_done = next_deliveries()
     k = 0
     count = 0
     inf = math.inf
@@ -982,7 +988,7 @@ def simulate_disaggregated(
             break
         if check_sync and (
             pre_wake != [rep.wake() for rep in pre]
-            or link_done != [link.next_done() for link in links]
+            or link_done != next_deliveries()
         ):
             raise RuntimeError(f"internal error: stale wakes in the disaggregated loop at {T!r}")
         # 1. prefill instances up to T: steps ending at T complete (first tokens)
@@ -1000,7 +1006,7 @@ def simulate_disaggregated(
         # time order. (Not by request id: an id says nothing about who came
         # first once closed-loop turns arrive at simulated times.)
         if len(events) > 1:
-            events.sort(key=_event_time)
+            events.sort(key=_EVENT_TIME)
         # (a prefill step that started before T, right after the previous event:
         # its layerwise transfers start then, before anything at T)
         early = 0
@@ -1080,8 +1086,7 @@ def simulate_disaggregated(
                     " (a prefill instance)",
                 )
             # (routing may have moved the links: their estimates advance them to a)
-            for p in range(P_n):
-                link_done[p] = links[p].next_done()
+            link_done[:] = next_deliveries()
             rep = pre[r]
             rep.advance(a)
             pre_wake[r] = rep.wake()
@@ -1094,8 +1099,7 @@ def simulate_disaggregated(
                 dv = dviews[d]
                 req = Request(i, a, p_len, O_l[i], tuple(ids))
                 admitted = admission(req, (views[r], dv), a)
-                for p in range(P_n):  # (the views' estimates may have moved the links)
-                    link_done[p] = links[p].next_done()
+                link_done[:] = next_deliveries()  # (the views' estimates may move the links)
                 if not admitted:
                     reasons[i] = getattr(admission, "last_reason", "") or "rejected by admission"
                     if closed:
@@ -1145,10 +1149,6 @@ def _milestones(out: Outputs) -> int:
         int(np.isfinite(np.frombuffer(a, dtype=np.float64)).sum())
         for a in (out.first_token, out.delivered, out.finish)
     )
-
-
-def _event_time(ev: tuple[Any, ...]) -> float:
-    return ev[2]
 
 
 def check_outputs(

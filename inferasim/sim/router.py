@@ -62,9 +62,8 @@ from __future__ import annotations
 
 import math
 import random
-from bisect import bisect_left
 from collections.abc import Callable, Sequence
-from itertools import islice, takewhile
+from itertools import takewhile
 from typing import Any, NamedTuple
 
 __all__ = [
@@ -906,14 +905,12 @@ class _SharedTiers:
     one, or was counted in a lower tier already).
     """
 
-    __slots__ = ("ids", "where", "known", "first", "lookup", "_miss")
+    __slots__ = ("ids", "where", "known", "first")
 
     def __init__(self, tiers: Any, ids: list[int], limit: int) -> None:
         self.ids = ids
         self.where = tiers.where
-        self.lookup = tiers.lookup
         self.known: list[int | None] = [None] * limit
-        self._miss: list[int] | None = None
         head = ids[:limit]
         # first position of each id, only when some id repeats
         self.first: dict[int, int] | None = None
@@ -931,28 +928,6 @@ class _SharedTiers:
             k = -1 if first is not None and first[h] < j else self.where(h)
             self.known[j] = k
         return k
-
-    def misses(self) -> list[int]:
-        """The positions ``j`` (ascending) with ``kof(j) < 0``, all looked up at once
-        (``where`` is a pure lookup: the same answers as ``kof``, in C-level loops
-        when a single tier is active)."""
-        miss = self._miss
-        if miss is None:
-            known = self.known
-            head = self.ids[: len(known)]
-            if len(self.lookup) == 1:
-                k0, blocks = self.lookup[0]
-                known[:] = [k0 if h in blocks else -1 for h in head]
-            else:
-                where = self.where
-                known[:] = [where(h) for h in head]
-            first = self.first
-            if first is not None:  # (a repeat ends a run, see kof)
-                for j, h in enumerate(head):
-                    if first[h] < j:
-                        known[j] = -1
-            miss = self._miss = [j for j, k in enumerate(known) if k < 0]
-        return miss
 
 
 def _effective(hits: Sequence[int], saving: Sequence[float]) -> float:
@@ -1103,29 +1078,6 @@ class ConductorRouter:
             else:
                 if m == limit:
                     counts = [m] + [0] * tiers.n
-                elif tiers.n == 1 and tiers.tiers[0].shared:
-                    # one tier, shared: the run goes on through blocks in the tier
-                    # (counted in HBM when there) up to a miss of the tier, past
-                    # it while the missing block is in HBM
-                    if shared is None:
-                        shared = _SharedTiers(tiers, ids, limit)
-                    miss = shared.misses()
-                    hbm = m
-                    low = 0
-                    j = m
-                    i = bisect_left(miss, j)
-                    while True:
-                        e = miss[i] if i < len(miss) else limit
-                        if e > j:
-                            h = sum(map(ref.__contains__, islice(ids, j, e)))
-                            hbm += h
-                            low += e - j - h
-                        if e >= limit or ids[e] not in ref:
-                            break
-                        hbm += 1  # (a block missing below, in HBM)
-                        j = e + 1
-                        i += 1
-                    counts = [hbm, low]
                 elif all(t.shared for t in tiers.tiers):
                     if shared is None:
                         shared = _SharedTiers(tiers, ids, limit)

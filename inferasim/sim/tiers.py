@@ -394,7 +394,7 @@ class ReplicaTiers:
     def collect(self, t: float) -> list[object]:
         """Owners whose loads were all delivered by ``t``, by delivery time then id."""
         for k, link in enumerate(self.links):
-            if link._n or link._pending:  # (in flight)
+            if link.in_flight():
                 self._drain(k, t)
         out = self.ready
         if out:

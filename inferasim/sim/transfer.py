@@ -150,7 +150,7 @@ class Link:
         (0, 1.0)
         """
         self._advance(t)
-        work = nbytes / (self._rate if gb_per_s is None else gb_per_s * 1e6)  # (work_ms)
+        work = self.work_ms(nbytes, gb_per_s)
         tid = self._next_id
         self._next_id += 1
         self.bytes += nbytes
