@@ -36,6 +36,29 @@ def median_time(fn: Callable[[], Any], repeats: int = 5) -> tuple[float, Any]:
     return statistics.median(times), result
 
 
+def _reference_loop(n: int) -> int:
+    total = 0
+    for i in range(n):
+        total += i * i % 7
+    return total
+
+
+def machine_speed_s(repeats: int = 3) -> float:
+    """Seconds a fixed pure-Python loop takes here now (min of ``repeats``): a speed index.
+
+    This machine's speed drifts by up to 2.5x over hours (the same tree, the same case:
+    5.5 s one evening, 14 s the next morning). Benchmarks print this index beside their
+    times, so numbers taken at different times can be compared: a run is comparable to
+    another only at a similar index (or in alternating pairs taken minutes apart).
+    """
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        _reference_loop(5_000_000)
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
 def peak_memory_mb(fn: Callable[[], Any]) -> float:
     """Peak Python-heap allocation (MB) of one ``fn()`` call, measured by tracemalloc.
 

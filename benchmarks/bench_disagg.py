@@ -23,7 +23,7 @@ from __future__ import annotations
 import argparse
 import os
 
-from _common import median_time, trace_path
+from _common import machine_speed_s, median_time, trace_path
 
 
 def main() -> None:
@@ -49,7 +49,10 @@ def main() -> None:
             f"{name:<16}{t:>10.2f}{s['ttft_ms_mean']:>14.0f}{s['ttft_ms_p99']:>13.0f}"
             f"{s['token_hit_ratio']:>11.3f}"
         )
-    print(f"ratio disaggregated / aggregated: {t_dis / t_agg:.2f}x; load average {load:.2f}")
+    print(
+        f"ratio disaggregated / aggregated: {t_dis / t_agg:.2f}x; load average {load:.2f}; "
+        f"speed index {machine_speed_s():.3f} s (lower is faster, see _common.machine_speed_s)"
+    )
 
 
 if __name__ == "__main__":

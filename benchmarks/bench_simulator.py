@@ -20,7 +20,10 @@ or generating the workload is excluded). Peak memory is tracemalloc's peak
 during one extra run (Python and numpy allocations of the run; skipped above
 200,000 requests) and the process's peak RSS (interpreter, libraries,
 workload and run); ``load`` is the 1-minute load average at the end of the
-case (2 cores: above ~1 other work was competing). Events are
+case (2 cores: above ~1 other work was competing); ``index s`` is the machine's
+speed index at the end of the case (:func:`_common.machine_speed_s`: a fixed
+pure-Python loop, lower is faster; this machine drifts by up to 2.5x over hours,
+so only runs at a similar index compare). Events are
 engine steps simulated (each replica step counts once, jumped or not).
 
 Usage::
@@ -44,7 +47,7 @@ import sys
 import time
 import tracemalloc
 
-from _common import trace_path
+from _common import machine_speed_s, trace_path
 
 
 def tiers(dram_tokens: int = 3_000_000, pool_tokens: int = 30_000_000) -> list:
@@ -134,6 +137,7 @@ def run_case(case: str, repeats: int, routing: str) -> dict:
         "tracemalloc_peak_mb": peak / 2**20,
         "max_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
         "load_avg_1min": os.getloadavg()[0],
+        "speed_index_s": machine_speed_s(),
         "token_hit_ratio": float(s["token_hit_ratio"]),
         "ttft_p50_ms": float(s["ttft_ms_p50"]),
         "ttft_p99_ms": float(s["ttft_ms_p99"]),
@@ -218,7 +222,7 @@ def main() -> None:
     header = (
         f"{'case':<20}{'requests':>10}{'replicas':>9}{'repeats':>8}{'median s':>10}"
         f"{'min s':>8}{'steps':>11}{'steps/s':>11}{'req/s':>9}{'tracemalloc MB':>16}"
-        f"{'max RSS MB':>12}{'load':>6}"
+        f"{'max RSS MB':>12}{'load':>6}{'index s':>9}"
     )
     print(header)
     print("-" * len(header))
@@ -228,7 +232,7 @@ def main() -> None:
             f"{r['median_s']:>10.3f}{r['min_s']:>8.3f}{r['steps']:>11,}"
             f"{r['steps_per_s']:>11,.0f}{r['requests_per_s']:>9,.0f}"
             f"{r['tracemalloc_peak_mb']:>16.1f}{r['max_rss_mb']:>12.0f}"
-            f"{r['load_avg_1min']:>6.2f}"
+            f"{r['load_avg_1min']:>6.2f}{r['speed_index_s']:>9.3f}"
         )
     synth = [r for r in records if r["case"].startswith("synthetic")]
     if len(synth) > 1:
