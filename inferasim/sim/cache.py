@@ -37,6 +37,7 @@ from __future__ import annotations
 import heapq
 from collections import OrderedDict
 from collections.abc import Sequence
+from itertools import islice
 
 __all__ = ["BlockCache", "EVICTION_POLICIES"]
 
@@ -263,15 +264,20 @@ class BlockCache:
         (2, [1, 3])
         """
         ref = self.ref
-        k = 0
-        lru = self._lru
-        for pos, h in enumerate(ids, start):
-            if h not in ref:
-                ref[h] = 1
-                out.append(h)
-                k += 1
-                if not lru:
-                    self._policy.inserted(h, pos)
+        n0 = len(ref)
+        if self._lru:  # (no per-block policy state: count by the size change)
+            for h in ids:
+                if h not in ref:
+                    ref[h] = 1
+                    out.append(h)
+        else:
+            inserted = self._policy.inserted
+            for pos, h in enumerate(ids, start):
+                if h not in ref:
+                    ref[h] = 1
+                    out.append(h)
+                    inserted(h, pos)
+        k = len(ref) - n0
         self.pinned += k
         return k
 
@@ -284,25 +290,26 @@ class BlockCache:
         ({1: 0}, 0)
         """
         ref = self.ref
-        freed = 0
-        if self._lru:
+        if self._lru:  # (the freed blocks join the LRU order: count them by its growth)
             od = self._policy._od
+            n0 = len(od)
             for h in reversed(ids):
                 r = ref[h]
                 if r == 1:
                     ref[h] = 0
                     od[h] = None
-                    freed += 1
                 else:
                     ref[h] = r - 1
-        else:
-            add = self._policy.add
-            for h in reversed(ids):
-                r = ref[h] - 1
-                ref[h] = r
-                if r == 0:
-                    freed += 1
-                    add(h)
+            self.pinned -= len(od) - n0
+            return
+        freed = 0
+        add = self._policy.add
+        for h in reversed(ids):
+            r = ref[h] - 1
+            ref[h] = r
+            if r == 0:
+                freed += 1
+                add(h)
         self.pinned -= freed
 
     def evict(self, n: int, out: list[int] | None = None) -> None:
@@ -321,16 +328,14 @@ class BlockCache:
         if n > len(policy):
             raise RuntimeError(f"cannot evict {n} blocks: {len(policy)} evictable")
         ref = self.ref
-        if self._lru:
-            popitem = policy._od.popitem
-            if out is None:
-                for _ in range(n):
-                    del ref[popitem(False)[0]]
-            else:
-                for _ in range(n):
-                    h = popitem(False)[0]
-                    del ref[h]
-                    out.append(h)
+        if self._lru:  # (the n oldest in one C-level walk, then one delete each)
+            od = policy._od
+            gone = list(islice(od, n))
+            for h in gone:
+                del od[h]
+                del ref[h]
+            if out is not None:
+                out += gone
         else:
             for _ in range(n):
                 h = policy.pop()

@@ -689,8 +689,13 @@ class Replica:
         those are evictable now.
         """
         tiers = self.tiers
-        # (ids[m] is not in HBM: the run's first block below it, if any)
-        if tiers.where(ids[m]) < 0:  # (the usual miss)
+        # (ids[m] is not in HBM: the run's first block below it, if any; ReplicaTiers.where
+        # inlined)
+        h = ids[m]
+        for _, blocks in tiers.lookup:
+            if h in blocks:
+                break
+        else:  # (the usual miss)
             return m, [0] * tiers.n, [], 0
         ref = self.cache.ref
         r, counts, mid = tiers.run(ids, m, limit, ref)
@@ -716,7 +721,13 @@ class Replica:
         while m < limit and ids[m] in ref:
             m += 1
         tiers = self.tiers
-        if m == limit or tiers.where(ids[m]) < 0:  # (the usual miss: the run ends in HBM)
+        if m == limit:
+            return [m] + tiers.zeros
+        h = ids[m]
+        for _, blocks in tiers.lookup:  # (ReplicaTiers.where inlined)
+            if h in blocks:
+                break
+        else:  # (the usual miss: the run ends in HBM)
             return [m] + tiers.zeros
         _, counts, mid = tiers.run(ids, m, limit, ref)
         return [m + len(mid)] + counts
