@@ -223,6 +223,16 @@ class BlockCache:
         1
         """
         ref, policy = self.ref, self._policy
+        if self._lru:  # (LRU keeps no hit counts: the revived blocks leave its order)
+            od = policy._od
+            n0 = len(od)
+            for h in ids:
+                r = ref[h]
+                if r == 0:
+                    del od[h]
+                ref[h] = r + 1
+            self.pinned += n0 - len(od)
+            return
         for h in ids:
             r = ref[h]
             if r == 0:
