@@ -750,8 +750,15 @@ class Replica:
         ref = cache.ref
         lower = [h for h in ids[m:r] if h not in ref]
         by_tier: list[list[int]] = [[] for _ in range(tiers.n)]
-        for h in lower:
-            by_tier[tiers.where(h)].append(h)
+        lookup = tiers.lookup
+        if len(lookup) == 1:  # (every lower block of the run is in the one active tier)
+            by_tier[lookup[0][0]] = lower[:]
+        else:
+            for h in lower:  # (ReplicaTiers.where inlined: each is in some tier)
+                for k, blocks in lookup:
+                    if h in blocks:
+                        by_tier[k].append(h)
+                        break
         for k, hs in enumerate(by_tier):
             if hs:
                 tiers.take(k, hs)
