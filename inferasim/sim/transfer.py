@@ -135,11 +135,6 @@ class Link:
             self._t = tt
             self._v = v
 
-    def _v_at(self, t: float) -> float:
-        """Virtual time at ``t`` (after :meth:`_finish` up to ``t``), not stored."""
-        n = self._n
-        return self._v + (t - self._t) / n if n else self._v
-
     def _event(self, t: float) -> None:
         """Move the anchor to ``t``: a start or a cancel happens there."""
         self._finish(t)
@@ -173,13 +168,17 @@ class Link:
         >>> link.start(0.0, 1e6), link.next_done()
         (0, 1.0)
         """
-        self._event(t)
+        self._finish(t)  # (the anchor moves to t, as in _event)
+        n = self._n
+        v = self._v + (t - self._t) / n if n else self._v
+        self._t = t
         work = self.work_ms(nbytes, gb_per_s)
         tid = self._next_id
         self._next_id += 1
         self.bytes += nbytes
         self.transfers += 1
-        vf = self._v + work
+        vf = v + work
+        self._v = v
         self._active[tid] = vf
         self._sum_vf += vf
         self._n += 1
@@ -299,7 +298,10 @@ class Link:
         self._finish(t)
         w = self.work_ms(nbytes, gb_per_s)
         total = w
-        v = self._v_at(t)
+        n = self._n
+        if not n:
+            return total + self.latency_ms
+        v = self._v + (t - self._t) / n  # t's virtual time, not stored
         for vf in self._active.values():
             r = vf - v
             total += r if r < w else w
