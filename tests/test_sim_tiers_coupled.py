@@ -134,16 +134,7 @@ def test_jump_with_loads_in_flight_equals_plain_loop(monkeypatch, wl, cfg):
     # the lazy lockstep keeps the shared tier's reads and writes in global time order
     assert order.times == sorted(order.times)
     plain = Simulator(**cfg, fast=False).run(wl)
-    # KNOWN DEFECT (open): a link's float state depends on when it is brought up
-    # to date, and the jumping loop brings it up at fewer step starts than the
-    # plain loop, so a load's waiting time can differ in its last bits (seen:
-    # 2.3e-13 ms on a 10 ms load). Everything else must be identical, and
-    # load_ms equal to 1e-12 relative; the fix (a link updated only at its own
-    # events) changes frames by a few ulps and is left for a later change.
-    pd.testing.assert_frame_equal(fast.requests.drop(columns="load_ms"),
-                                  plain.requests.drop(columns="load_ms"), check_exact=True)
-    np.testing.assert_allclose(fast.requests["load_ms"], plain.requests["load_ms"],
-                               rtol=1e-12, atol=1e-12)
+    pd.testing.assert_frame_equal(fast.requests, plain.requests, check_exact=True)
     pd.testing.assert_frame_equal(fast.replicas, plain.replicas, check_exact=True)
     pd.testing.assert_frame_equal(fast.timeline, plain.timeline, check_exact=True)
 

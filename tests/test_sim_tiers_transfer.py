@@ -8,6 +8,7 @@ every event) on random transfer sets.
 from __future__ import annotations
 
 import pytest
+from conftest import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -152,3 +153,92 @@ def test_matches_a_direct_simulation(jobs, latency_us):
             delivered[tid] = t
     expected = reference_ps(jobs, latency_us / 1000.0)
     assert [delivered[i] for i in ids] == pytest.approx(expected, abs=1e-9)
+
+
+# --- Answers do not depend on when (or how often) the link was asked --------
+# The link's stored state moves only at its own events (starts, cancels, service
+# ends); a question at t computes t's virtual time locally. Before, every
+# question moved the stored state to t, so the simulator's jumping loop (which
+# asks the links at fewer times than the step-by-step loop) could get delivery
+# times differing in the last bit.
+
+
+def test_hand_case_an_extra_question_changes_no_bit():
+    # Three transfers of 1, 1 and 3 ms of work start at 0 on a 1 GB/s link
+    # (1e6 bytes = 1 ms); a fourth of 1.1 ms starts at 1. At 1 each of the three
+    # has had 1/3 ms of service, so the two 1 ms transfers end when the virtual
+    # time reaches 1, after (1 - 1/3) * 4 ms more of four-way sharing: 1 + 8/3.
+    # Copy `asked` is also asked at 0.605 in between. The old link moved its
+    # virtual time to 0.605/3 there and then by 0.395/3 to the start, which
+    # rounds to a different double than 1/3: it answered 3.6666666666666665
+    # for `asked` and 3.666666666666667 for `quiet` (found by search).
+    asked, quiet = Link(1.0), Link(1.0)
+    for link in (asked, quiet):
+        for work in (1e6, 1e6, 3e6):
+            link.start(0.0, work)
+    assert asked.pop_done(0.605) == []
+    asked.estimate_ms(0.605, 1e6)
+    for link in (asked, quiet):
+        link.start(1.0, 1.1e6)
+    assert asked.next_done() == quiet.next_done() == 1.0 + (1.0 - 1.0 / 3.0) * 4
+    assert asked.pop_delivered(10.0) == quiet.pop_delivered(10.0)
+
+
+@settings(max_examples=examples(200), deadline=None)
+@given(
+    events=st.lists(
+        st.tuples(
+            st.floats(0.0, 3.0),  # gap since the previous event (ms)
+            st.floats(1e4, 4e6),  # bytes (0.01 to 4 ms of work at 1 GB/s)
+            st.sampled_from([None, 0.5, 2.0]),  # the transfer's own bandwidth
+            st.integers(-3, 12),  # >= 0: also cancel that earlier transfer here
+            st.lists(st.floats(0.0, 1.0), max_size=3),  # extra questions in the gap
+        ),
+        min_size=1,
+        max_size=12,
+    ),
+    tail=st.lists(st.floats(0.0, 20.0), max_size=4),
+    pop_extra=st.booleans(),
+    latency_us=st.sampled_from([0.0, 7.0]),
+)
+def test_extra_questions_change_no_answer(events, tail, pop_extra, latency_us):
+    # `asked` is also asked everything at extra times in every gap between events;
+    # `quiet` only at the events. Every answer both get must be bit-identical.
+    asked, quiet = Link(1.0, latency_us), Link(1.0, latency_us)
+    got = {id(asked): [], id(quiet): []}  # deliveries, wherever they were popped
+
+    def question(link, t):
+        link.next_done(), link.in_flight(), link.backlog_ms(t)
+        link.estimate_ms(t, 1e6), link.estimate_ms(t, 3e5, 2.0)
+        if pop_extra:
+            got[id(link)] += link.pop_delivered(t)
+
+    t, ids = 0.0, []
+    for gap, nbytes, gbps, cancel, extra in events:
+        for f in sorted(extra):
+            question(asked, t + f * gap)
+        t += gap
+        answers = []
+        for link in (asked, quiet):
+            if pop_extra:  # (both pop here, so both have the same deliveries pending)
+                got[id(link)] += link.pop_delivered(t)
+            a = [link.backlog_ms(t), link.estimate_ms(t, nbytes, gbps), link.in_flight()]
+            if 0 <= cancel < len(ids):
+                link.cancel(t, ids[cancel])
+            tid = link.start(t, nbytes, gbps)
+            a += [link.backlog_ms(t), link.next_done(), link.in_flight()]
+            answers.append(a)
+        ids.append(tid)
+        assert answers[0] == answers[1]
+    for f in sorted(tail):
+        question(asked, t + f)
+    last = t + max(tail, default=0.0)  # (times asked never decrease)
+    for link in (asked, quiet):
+        while link.in_flight():
+            got[id(link)] += link.pop_delivered(max(link.next_done(), last))
+    assert sorted(got[id(asked)]) == sorted(got[id(quiet)])
+    # every transfer is delivered once, or was cancelled
+    delivered = [tid for _, tid in got[id(quiet)]]
+    cancelled = {ids[e[3]] for i, e in enumerate(events) if 0 <= e[3] < i}
+    assert len(delivered) == len(set(delivered))
+    assert set(ids) - set(delivered) <= cancelled

@@ -9,12 +9,17 @@ the bandwidth), and a transfer is delivered ``latency`` after its last byte
 is served (the latency does not occupy the link). Two equal transfers
 started together therefore both take twice as long as one alone.
 
-The link is advanced lazily: its state only changes when it is asked
-something at a time, and times asked must never decrease. It is exact
-(no time step): it keeps the service every in-flight transfer has received
-as one *virtual time* (work served per transfer since the link was made),
-so a transfer of work ``w`` started at virtual time ``v`` ends when the
-virtual time reaches ``v + w``.
+The link is exact (no time step): it keeps the service every in-flight
+transfer has received as one *virtual time* (work served per transfer since
+the link was made), so a transfer of work ``w`` started at virtual time
+``v`` ends when the virtual time reaches ``v + w``. It is advanced lazily
+(times asked must never decrease), but its stored state, an anchor
+``(time, virtual time)``, moves only at the link's own events: a start, a
+cancel, a transfer's service end (at its own computed time). A question at
+a time ``t`` processes the service ends up to ``t`` and computes the virtual
+time at ``t`` locally, without storing it; so every answer is the same to
+the last bit however often, and at whatever times, the link was asked
+before.
 
 Units: times in ms, sizes in bytes, bandwidths in GB/s (1e9 bytes per
 second, so ``gb_per_s * 1e6`` bytes per ms).
@@ -59,6 +64,7 @@ class Link:
         "_rate",
         "_t",
         "_v",
+        "_last",
         "_n",
         "_heap",
         "_active",
@@ -79,8 +85,9 @@ class Link:
         self.gb_per_s = float(gb_per_s)
         self.latency_ms = float(latency_us) / 1000.0
         self._rate = self.gb_per_s * 1e6  # bytes per ms
-        self._t = -math.inf  # time of the last update
-        self._v = 0.0  # work served to each in-flight transfer since creation (ms)
+        self._t = -math.inf  # anchor: time of the last event (start, cancel, service end)
+        self._v = 0.0  # anchor: work served to each in-flight transfer by _t (ms)
+        self._last = -math.inf  # the latest time asked
         self._n = 0  # transfers in service
         self._heap: list[tuple[float, int]] = []  # (virtual finish, id), stale entries skipped
         self._active: dict[int, float] = {}  # id -> virtual finish, in service
@@ -94,10 +101,17 @@ class Link:
         return f"Link(gb_per_s={self.gb_per_s}, latency_us={self.latency_ms * 1000.0})"
 
     # ----------------------------------------------------------------- internals
-    def _advance(self, t: float) -> None:
-        """Serve the transfers up to ``t`` (``t`` never decreases)."""
-        if t < self._t:
-            raise ValueError(f"link time cannot go back: asked {t} after {self._t}")
+    def _finish(self, t: float) -> None:
+        """Process the service ends at or before ``t`` (``t`` never decreases).
+
+        Each service end is an event of the link at its own time, computed
+        from the anchor; the anchor ``(_t, _v)`` moves only to such events
+        (and to starts and cancels), never to the time asked, so the link's
+        floats do not depend on when or how often it is asked.
+        """
+        if t < self._last:
+            raise ValueError(f"link time cannot go back: asked {t} after {self._last}")
+        self._last = t
         n = self._n
         if n:
             heap, active = self._heap, self._active
@@ -117,10 +131,15 @@ class Link:
                 tt = end
                 v = vf
                 heappush(self._pending, (end + self.latency_ms, tid))
-            if n:
-                v += (t - tt) / n
             self._n = n
+            self._t = tt
             self._v = v
+
+    def _event(self, t: float) -> None:
+        """Move the anchor to ``t``: a start or a cancel happens there."""
+        self._finish(t)
+        if self._n:
+            self._v += (t - self._t) / self._n
         self._t = t
 
     # ---------------------------------------------------------------- the API
@@ -149,13 +168,17 @@ class Link:
         >>> link.start(0.0, 1e6), link.next_done()
         (0, 1.0)
         """
-        self._advance(t)
+        self._finish(t)  # (the anchor moves to t, as in _event)
+        n = self._n
+        v = self._v + (t - self._t) / n if n else self._v
+        self._t = t
         work = self.work_ms(nbytes, gb_per_s)
         tid = self._next_id
         self._next_id += 1
         self.bytes += nbytes
         self.transfers += 1
-        vf = self._v + work
+        vf = v + work
+        self._v = v
         self._active[tid] = vf
         self._sum_vf += vf
         self._n += 1
@@ -171,7 +194,7 @@ class Link:
         >>> link.cancel(0.5, a); link.next_done()   # b had 0.25 ms served, 0.75 left
         1.25
         """
-        self._advance(t)
+        self._event(t)
         vf = self._active.pop(tid, None)
         if vf is not None:
             self._sum_vf -= vf
@@ -207,7 +230,7 @@ class Link:
         >>> link.pop_done(2.0), link.pop_done(4.0)   # 0 ends at 2 (shared), 1 alone after
         ([0], [1])
         """
-        self._advance(t)
+        self._finish(t)
         out = []
         pending = self._pending
         while pending and pending[0][0] <= t:
@@ -223,7 +246,7 @@ class Link:
         >>> link.pop_delivered(2.0)
         [(1.5, 0)]
         """
-        self._advance(t)
+        self._finish(t)
         out = []
         pending = self._pending
         while pending and pending[0][0] <= t:
@@ -243,9 +266,8 @@ class Link:
     def backlog_ms(self, t: float) -> float:
         """Link time still needed at ``t`` by the transfers in flight (ms).
 
-        Exact without changing the link (so any ``t`` after the last update
-        may be asked): processor sharing serves one unit of work per ms
-        while anything is in flight.
+        Processor sharing serves one unit of work per ms while anything is
+        in flight, so the backlog falls by ``t - anchor`` from the anchor's.
 
         Examples
         --------
@@ -253,6 +275,7 @@ class Link:
         >>> link.backlog_ms(0.0), link.backlog_ms(1.0), link.backlog_ms(5.0)
         (3.0, 2.0, 0.0)
         """
+        self._finish(t)
         if not self._n:
             return 0.0
         left = self._sum_vf - self._n * self._v - (t - self._t)
@@ -263,7 +286,8 @@ class Link:
 
         Under processor sharing a job of work ``w`` joining jobs with
         remaining work ``r_i`` ends after ``w + sum(min(r_i, w))``; the
-        latency is added. Advances the link to ``t``.
+        latency is added. The remaining works are taken at ``t``'s virtual
+        time, computed from the anchor and not stored.
 
         Examples
         --------
@@ -271,10 +295,13 @@ class Link:
         >>> link.estimate_ms(0.0, 1e6)   # 1 ms of its own + 0.5 ms shared
         1.5
         """
-        self._advance(t)
+        self._finish(t)
         w = self.work_ms(nbytes, gb_per_s)
         total = w
-        v = self._v
+        n = self._n
+        if not n:
+            return total + self.latency_ms
+        v = self._v + (t - self._t) / n  # t's virtual time, not stored
         for vf in self._active.values():
             r = vf - v
             total += r if r < w else w
