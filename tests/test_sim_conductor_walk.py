@@ -62,7 +62,6 @@ def test_jumping_walk_equals_the_plain_walk(data, n, ids):
         if m == limit:  # (the estimate never walks a full HBM hit)
             continue
         assert walk.counts(m, ref, n) == want
-        assert walk.end(m, ref) == sum(want)
     # what was looked up is what the plain lookup says, and the misses are its -1s
     seen_first = {}
     for j, h in enumerate(ids[:limit]):

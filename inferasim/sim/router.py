@@ -904,17 +904,7 @@ class _SharedTiers:
     earlier in the request (a repeat ends a reusable run in a lower tier, as in
     ``Replica.tier_match``: an earlier copy is either in HBM, and then so is this
     one, or was counted in a lower tier already). ``known`` holds ``kof`` of the
-    positions ``0 .. len(known) - 1`` and ``miss`` those of them where it is -1.
-
-    Examples
-    --------
-    Blocks 5 and 6 in the pool (tier 0), 7 nowhere, 5 repeated: a replica holding
-    nothing walks to position 2; one holding 7 in HBM to position 3 (the repeat).
-
-    >>> from types import SimpleNamespace as NS
-    >>> st = _SharedTiers(NS(where=lambda h: 0 if h in (5, 6) else -1), [5, 6, 7, 5, 6], 5)
-    >>> st.end(0, {}), st.end(0, {7: 0}), st.end(0, {7: 0, 5: 0}), st.known, st.miss
-    (2, 3, 4, [0, 0, -1, -1, -1], [2, 3, 4])
+    positions ``0 .. len(known) - 1`` and ``miss`` those of them where it is -1 (see :meth:`counts`).
     """
 
     __slots__ = ("ids", "where", "known", "miss", "first", "limit")
@@ -934,14 +924,26 @@ class _SharedTiers:
                 first.setdefault(h, j)
             self.first = first
 
-    def end(self, m: int, ref: Any) -> int:
-        """End of the reusable run from ``m`` for a replica with HBM ids ``ref``:
-        the first position at or after ``m`` that is neither in ``ref`` nor in a
-        shared tier (``limit`` if none); ``known`` then covers the run.
+    def counts(self, m: int, ref: Any, n: int) -> list[int]:
+        """Blocks of the reusable run from ``m`` by tier, ``[hbm, tier 0, ..., tier
+        n - 1]``, for a replica with HBM ids ``ref`` whose leading HBM run is ``m``.
 
-        The same position as walking ``j = m, m + 1, ...`` while ``ids[j] in ref
-        or kof(j) >= 0``: the run can only end at a miss (``kof == -1``), at the
-        first one at or after ``m`` not in HBM.
+        The run is the walk ``j = m, m + 1, ...`` while ``ids[j] in ref or kof(j)
+        >= 0``: it can only end at a miss (``kof == -1``), so it ends at the first
+        miss at or after ``m`` not in HBM (or at ``limit``), found by jumping
+        from miss to miss; the positions are looked up once per request, as far
+        as a walk needs (``known`` then covers the run).
+
+        Examples
+        --------
+        Blocks 5 and 6 in the pool (tier 0), 7 nowhere, 5 repeated: a replica
+        holding nothing reuses 5 and 6 from the pool; one holding 5 and 7 in HBM
+        walks to the repeated 6 (a repeat ends the run below HBM).
+
+        >>> from types import SimpleNamespace as NS
+        >>> st = _SharedTiers(NS(where=lambda h: 0 if h in (5, 6) else -1), [5, 6, 7, 5, 6], 5)
+        >>> st.counts(0, {}, 1), st.counts(1, {7: 0, 5: 0}, 1), st.known, st.miss
+        ([0, 2], [3, 1], [0, 0, -1, -1, -1], [2, 3, 4])
         """
         ids = self.ids
         miss = self.miss
@@ -962,25 +964,12 @@ class _SharedTiers:
                         break
                     j += 1
                 if i == len(miss):
-                    return limit
-            j = miss[i]
-            if j >= m and ids[j] not in ref:
-                return j
+                    e = limit
+                    break
+            e = miss[i]
+            if e >= m and ids[e] not in ref:
+                break
             i += 1
-
-    def counts(self, m: int, ref: Any, n: int) -> list[int]:
-        """Blocks of the reusable run from ``m`` by tier, ``[hbm, tier 0, ..., tier
-        n - 1]``, for a replica whose leading HBM run is ``m`` (``m`` included).
-
-        Examples
-        --------
-        >>> from types import SimpleNamespace as NS
-        >>> st = _SharedTiers(NS(where=lambda h: 0 if h in (5, 6) else -1), [5, 6, 7, 5, 6], 5)
-        >>> st.counts(0, {}, 1), st.counts(1, {7: 0, 5: 0}, 1), st.counts(1, {9: 0, 5: 0}, 1)
-        ([0, 2], [3, 1], [1, 1])
-        """
-        ids = self.ids
-        e = self.end(m, ref)
         if n == 1:  # HBM blocks after a lower-tier one, the rest in the tier
             h = sum(map(ref.__contains__, ids[m:e])) if e > m else 0
             return [m + h, e - m - h]
