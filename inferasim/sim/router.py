@@ -62,6 +62,7 @@ from __future__ import annotations
 
 import math
 import random
+from bisect import bisect_left
 from collections.abc import Callable, Sequence
 from itertools import takewhile
 from typing import Any, NamedTuple
@@ -896,21 +897,24 @@ class KvCostRouter:
 
 class _SharedTiers:
     """Where each block of the routed request sits in the shared tiers (``where``),
-    looked up once for every replica whose tiers are all shared, and only for the
-    positions some replica's walk reaches.
+    looked up once for every replica whose tiers are all shared, and only as far
+    as some replica's walk reaches.
 
     ``kof(j)`` is the tier holding ``ids[j]``, or -1 when none does or the id came
     earlier in the request (a repeat ends a reusable run in a lower tier, as in
     ``Replica.tier_match``: an earlier copy is either in HBM, and then so is this
-    one, or was counted in a lower tier already).
+    one, or was counted in a lower tier already). ``known`` holds ``kof`` of the
+    positions ``0 .. len(known) - 1`` and ``miss`` those of them where it is -1 (see :meth:`counts`).
     """
 
-    __slots__ = ("ids", "where", "known", "first")
+    __slots__ = ("ids", "where", "known", "miss", "first", "limit")
 
     def __init__(self, tiers: Any, ids: list[int], limit: int) -> None:
         self.ids = ids
         self.where = tiers.where
-        self.known: list[int | None] = [None] * limit
+        self.limit = limit
+        self.known: list[int] = []
+        self.miss: list[int] = []
         head = ids[:limit]
         # first position of each id, only when some id repeats
         self.first: dict[int, int] | None = None
@@ -920,14 +924,63 @@ class _SharedTiers:
                 first.setdefault(h, j)
             self.first = first
 
-    def kof(self, j: int) -> int:
-        k = self.known[j]
-        if k is None:
-            h = self.ids[j]
-            first = self.first
-            k = -1 if first is not None and first[h] < j else self.where(h)
-            self.known[j] = k
-        return k
+    def counts(self, m: int, ref: Any, n: int) -> list[int]:
+        """Blocks of the reusable run from ``m`` by tier, ``[hbm, tier 0, ..., tier
+        n - 1]``, for a replica with HBM ids ``ref`` whose leading HBM run is ``m``.
+
+        The run is the walk ``j = m, m + 1, ...`` while ``ids[j] in ref or kof(j)
+        >= 0``: it can only end at a miss (``kof == -1``), so it ends at the first
+        miss at or after ``m`` not in HBM (or at ``limit``), found by jumping
+        from miss to miss; the positions are looked up once per request, as far
+        as a walk needs (``known`` then covers the run).
+
+        Examples
+        --------
+        Blocks 5 and 6 in the pool (tier 0), 7 nowhere, 5 repeated: a replica
+        holding nothing reuses 5 and 6 from the pool; one holding 5 and 7 in HBM
+        walks to the repeated 6 (a repeat ends the run below HBM).
+
+        >>> from types import SimpleNamespace as NS
+        >>> st = _SharedTiers(NS(where=lambda h: 0 if h in (5, 6) else -1), [5, 6, 7, 5, 6], 5)
+        >>> st.counts(0, {}, 1), st.counts(1, {7: 0, 5: 0}, 1), st.known, st.miss
+        ([0, 2], [3, 1], [0, 0, -1, -1, -1], [2, 3, 4])
+        """
+        ids = self.ids
+        miss = self.miss
+        i = bisect_left(miss, m)
+        while True:
+            if i == len(miss):  # look further (each position once per request)
+                known = self.known
+                j = len(known)
+                limit = self.limit
+                where = self.where
+                first = self.first
+                while j < limit:
+                    h = ids[j]
+                    k = -1 if first is not None and first[h] < j else where(h)
+                    known.append(k)
+                    if k < 0:
+                        miss.append(j)
+                        break
+                    j += 1
+                if i == len(miss):
+                    e = limit
+                    break
+            e = miss[i]
+            if e >= m and ids[e] not in ref:
+                break
+            i += 1
+        if n == 1:  # HBM blocks after a lower-tier one, the rest in the tier
+            h = sum(map(ref.__contains__, ids[m:e])) if e > m else 0
+            return [m + h, e - m - h]
+        counts = [m] + [0] * n
+        known = self.known
+        for j in range(m, e):
+            if ids[j] in ref:
+                counts[0] += 1
+            else:
+                counts[known[j] + 1] += 1
+        return counts
 
 
 def _effective(hits: Sequence[int], saving: Sequence[float]) -> float:
@@ -1064,40 +1117,56 @@ class ConductorRouter:
         shared: _SharedTiers | None = None  # the request in the shared tiers (looked up once)
         head = ids[:limit]
         out = []
+        last_tt: Any = None  # (the fleet's replicas usually share one tier list)
+        all_shared = False
         for v in views:
             rep = v._rep
             memo = v._memo
-            queue = _queue_ms(rep, now, memo)
+            # _queue_ms and _prefill_ms, with the memo read here first
+            wait = rep.step_end - now if rep.in_step and rep.step_end > now else 0.0
+            if rep.waiting or rep.prefilling:
+                pending = _pending_tokens(rep)
+                if pending:
+                    q = memo.get((pending, 0, rep.B, rep.S, rep.max_tokens)) if memo is not None else None
+                    if q is None:
+                        q = _prefill_ms(rep, pending, 0, memo)
+                    queue = wait + q
+                else:
+                    queue = wait + 0.0
+            else:
+                queue = wait + 0.0
             ref = rep.cache.ref
             # the leading run of head in HBM (C-level iteration: runs are long)
             m = len(list(takewhile(ref.__contains__, head))) if head else 0
             tiers = rep.tiers
             if tiers is None:
                 cached = m * rep.bs
-                ttft = queue + _prefill_ms(rep, input_len - cached, cached, memo)
+                tokens = input_len - cached
+                p = memo.get((tokens, cached, rep.B, rep.S, rep.max_tokens)) if memo is not None else None
+                if p is None:
+                    p = _prefill_ms(rep, tokens, cached, memo)
+                ttft = queue + p
             else:
                 if m == limit:
                     counts = [m] + [0] * tiers.n
-                elif all(t.shared for t in tiers.tiers):
-                    if shared is None:
-                        shared = _SharedTiers(tiers, ids, limit)
-                    known = shared.known
-                    counts = [m] + [0] * tiers.n
-                    for j in range(m, limit):
-                        if ids[j] in ref:
-                            counts[0] += 1  # an HBM block after a lower-tier one
-                        else:
-                            k = known[j]
-                            if k is None:
-                                k = shared.kof(j)
-                            if k < 0:
-                                break
-                            counts[k + 1] += 1
                 else:
-                    counts = rep.tier_match(ids, limit)
+                    tt = tiers.tiers
+                    if tt is not last_tt:
+                        last_tt = tt
+                        all_shared = all(t.shared for t in tt)
+                    if all_shared:
+                        if shared is None:
+                            shared = _SharedTiers(tiers, ids, limit)
+                        counts = shared.counts(m, ref, tiers.n)
+                    else:
+                        counts = rep.tier_match(ids, limit)
                 cached = sum(counts) * rep.bs
                 load = tiers.load_estimate_ms(now, counts[1:]) if cached else 0.0
-                ttft = queue + load + _prefill_ms(rep, input_len - cached, cached, memo)
+                tokens = input_len - cached
+                p = memo.get((tokens, cached, rep.B, rep.S, rep.max_tokens)) if memo is not None else None
+                if p is None:
+                    p = _prefill_ms(rep, tokens, cached, memo)
+                ttft = queue + load + p
             link = v._link
             out.append(
                 ttft + (link.estimate_ms(now, input_len * v._kvb) if link is not None else 0.0)
