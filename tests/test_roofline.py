@@ -313,6 +313,7 @@ counts = st.integers(min_value=0, max_value=200_000)
 
 
 @settings(max_examples=300, deadline=None)
+@pytest.mark.filterwarnings("ignore:RooflineCostModel.*the step time is a what-if:UserWarning")  # (extreme KV on purpose)
 @given(
     configs, st.lists(counts, min_size=4, max_size=4), st.integers(0, 3), st.integers(1, 100_000)
 )

@@ -34,7 +34,8 @@ def test_csv_aliases_and_explicit_turns():
 
 def test_csv_turns_numbered_by_arrival_when_absent():
     # rows out of order: b@0, a@5, a@2, a@2 (tie: source order), b@9
-    wl = csv("time,isl,osl,chat_id\n0,1,1,b\n5,1,1,a\n2,1,1,a\n2,1,1,a\n9,1,1,b\n")
+    with pytest.warns(UserWarning, match="arrivals are not in time order; sorted them"):
+        wl = csv("time,isl,osl,chat_id\n0,1,1,b\n5,1,1,a\n2,1,1,a\n2,1,1,a\n9,1,1,b\n")
     f = wl.frame.sort_values("line")
     # a: lines 4 and 5 arrive at 2 (turns 1, 2), line 3 at 5 (turn 3); b: 1, 2
     assert f["turn"].tolist() == [1, 3, 1, 2, 2]
