@@ -1117,44 +1117,22 @@ class ConductorRouter:
         shared: _SharedTiers | None = None  # the request in the shared tiers (looked up once)
         head = ids[:limit]
         out = []
-        last_tt: Any = None  # (the fleet's replicas usually share one tier list)
-        all_shared = False
         for v in views:
             rep = v._rep
             memo = v._memo
-            # _queue_ms and _prefill_ms, with the memo read here first
-            wait = rep.step_end - now if rep.in_step and rep.step_end > now else 0.0
-            if rep.waiting or rep.prefilling:
-                pending = _pending_tokens(rep)
-                if pending:
-                    q = memo.get((pending, 0, rep.B, rep.S, rep.max_tokens)) if memo is not None else None
-                    if q is None:
-                        q = _prefill_ms(rep, pending, 0, memo)
-                    queue = wait + q
-                else:
-                    queue = wait + 0.0
-            else:
-                queue = wait + 0.0
+            queue = _queue_ms(rep, now, memo)
             ref = rep.cache.ref
             # the leading run of head in HBM (C-level iteration: runs are long)
             m = len(list(takewhile(ref.__contains__, head))) if head else 0
             tiers = rep.tiers
             if tiers is None:
                 cached = m * rep.bs
-                tokens = input_len - cached
-                p = memo.get((tokens, cached, rep.B, rep.S, rep.max_tokens)) if memo is not None else None
-                if p is None:
-                    p = _prefill_ms(rep, tokens, cached, memo)
-                ttft = queue + p
+                ttft = queue + _prefill_ms(rep, input_len - cached, cached, memo)
             else:
                 if m == limit:
                     counts = [m] + [0] * tiers.n
                 else:
-                    tt = tiers.tiers
-                    if tt is not last_tt:
-                        last_tt = tt
-                        all_shared = all(t.shared for t in tt)
-                    if all_shared:
+                    if tiers.all_shared:
                         if shared is None:
                             shared = _SharedTiers(tiers, ids, limit)
                         counts = shared.counts(m, ref, tiers.n)
@@ -1162,11 +1140,7 @@ class ConductorRouter:
                         counts = rep.tier_match(ids, limit)
                 cached = sum(counts) * rep.bs
                 load = tiers.load_estimate_ms(now, counts[1:]) if cached else 0.0
-                tokens = input_len - cached
-                p = memo.get((tokens, cached, rep.B, rep.S, rep.max_tokens)) if memo is not None else None
-                if p is None:
-                    p = _prefill_ms(rep, tokens, cached, memo)
-                ttft = queue + load + p
+                ttft = queue + load + _prefill_ms(rep, input_len - cached, cached, memo)
             link = v._link
             out.append(
                 ttft + (link.estimate_ms(now, input_len * v._kvb) if link is not None else 0.0)

@@ -196,7 +196,9 @@ class ReplicaTiers:
         # the next active tier below each tier (-1: the last one drops what it evicts)
         self.below = [next((j for j in self.active if j > k), -1) for k in range(self.n)]
         self.exclusive = [not t.shared for t in self.tiers]
-        self.write_gbps = [t.write_gbps for t in self.tiers]
+        # every tier shared: a request's place in them is the same from every
+        # replica (the conductor looks it up once a request)
+        self.all_shared = all(t.shared for t in self.tiers)
         self.bytes_read = [0.0] * self.n
         self.bytes_written = [0.0] * self.n
         # loads in flight: (tier, transfer id) -> owner (a sequence with ``loads_left``
@@ -311,15 +313,12 @@ class ReplicaTiers:
         if new:
             nbytes = new * self.block_bytes
             link = self.links[k]
-            link.start(t, nbytes, self.write_gbps[k])
+            link.start(t, nbytes, self.tiers[k].write_gbps)
             # take what the link delivered up to t (the new write ends after t; the
             # start advanced the link to t, as draining first would have)
             pending = link._pending
             if pending and pending[0][0] <= t:
-                if self.owner:
-                    self._drain(k, t)
-                else:  # (no load in flight: only writes were delivered)
-                    link.pop_delivered(t)
+                self._drain(k, t)
             self.bytes_written[k] += nbytes
         if down:  # (distinct when popped in one batch; one put at a time may evict
             # a block, write it again and evict it again)

@@ -168,17 +168,13 @@ class Link:
         >>> link.start(0.0, 1e6), link.next_done()
         (0, 1.0)
         """
-        self._finish(t)  # (the anchor moves to t, as in _event)
-        n = self._n
-        v = self._v + (t - self._t) / n if n else self._v
-        self._t = t
+        self._event(t)
         work = self.work_ms(nbytes, gb_per_s)
         tid = self._next_id
         self._next_id += 1
         self.bytes += nbytes
         self.transfers += 1
-        vf = v + work
-        self._v = v
+        vf = self._v + work
         self._active[tid] = vf
         self._sum_vf += vf
         self._n += 1
