@@ -14,10 +14,13 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import matplotlib
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
 
 matplotlib.use("Agg")
 
@@ -44,6 +47,54 @@ elif CI:
 def examples(n: int) -> int:
     """``n`` examples, or 20 times as many under the long profile."""
     return n * 20 if LONG else n
+
+
+def family_workload(
+    rng: Any,
+    n: int,
+    gaps: list[float],
+    prompt: tuple[int, int],
+    output: tuple[int, int],
+    families: int,
+    shared_max: int,
+) -> Any:
+    """``n`` requests with 4-token blocks in ``families`` prompt families.
+
+    Gaps between arrivals are drawn from ``gaps``, prompt and output lengths
+    uniformly from ``[lo, hi)``; each request shares the first ``0 ..
+    shared_max - 1`` blocks of its family's prefix, the rest are its own.
+    """
+    from inferasim import Workload
+
+    arrival = np.cumsum(rng.choice(gaps, size=n))
+    P = rng.integers(*prompt, size=n)
+    out = rng.integers(*output, size=n)
+    ids = []
+    for i, p in enumerate(P):
+        fam = int(rng.integers(0, families))
+        shared = int(rng.integers(0, shared_max))
+        nb = -(-int(p) // 4)
+        ids.append([100 * fam + j if j < shared else 10_000 + 100 * i + j for j in range(nb)])
+    return Workload.from_requests(arrival, P, out, ids, block_size=4)
+
+
+def draw_tiers(draw: Any, gbps: Any, lat: Any, dram: int, ssd: int, pool: int) -> list[Any]:
+    """A random stack of lower tiers: maybe a DRAM and an SSD tier (up to ``dram``
+    and ``ssd`` tokens), and a shared pool (up to ``pool`` tokens) when drawn or
+    when neither of the others was; bandwidths from ``gbps``, latencies from ``lat``."""
+    from inferasim.sim import Tier
+
+    tiers = []
+    if draw(st.booleans()):
+        tiers.append(Tier("dram", draw(st.integers(0, dram)), draw(gbps), draw(gbps), draw(lat)))
+    if draw(st.booleans()):
+        tiers.append(Tier("ssd", draw(st.integers(0, ssd)), draw(gbps), draw(gbps), draw(lat)))
+    if draw(st.booleans()) or not tiers:
+        tiers.append(
+            Tier("pool", draw(st.integers(0, pool)), draw(gbps), draw(gbps), draw(lat), shared=True)
+        )
+    return tiers
+
 
 REPO = Path(__file__).resolve().parents[1]
 TRACE_FILES = {

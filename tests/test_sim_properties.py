@@ -14,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import family_workload
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -267,16 +268,7 @@ def busy_workloads(draw) -> Workload:
     decisions land inside decode stretches that allocate blocks and finish."""
     n = draw(st.integers(20, 80))
     rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
-    arrival = np.cumsum(rng.choice([0.0, 0.5, 2.0, 6.0], size=n))
-    P = rng.integers(1, 40, size=n)
-    out = rng.integers(1, 80, size=n)
-    ids = []
-    for i, p in enumerate(P):
-        fam = int(rng.integers(0, 3))
-        shared = int(rng.integers(0, 4))
-        nb = -(-int(p) // 4)
-        ids.append([100 * fam + j if j < shared else 10_000 + 100 * i + j for j in range(nb)])
-    return Workload.from_requests(arrival, P, out, ids, block_size=4)
+    return family_workload(rng, n, [0.0, 0.5, 2.0, 6.0], (1, 40), (1, 80), families=3, shared_max=4)
 
 
 @settings(max_examples=60, deadline=None)

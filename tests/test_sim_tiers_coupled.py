@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-from conftest import examples
+from conftest import draw_tiers, examples, family_workload
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
@@ -35,16 +35,7 @@ SETTINGS = settings(
 def _workload(seed: int, n: int, gaps: list[float]) -> Workload:
     """``n`` requests in four families sharing up to 10 leading 4-token blocks."""
     rng = np.random.default_rng(seed)
-    arrival = np.cumsum(rng.choice(gaps, size=n))
-    P = rng.integers(8, 48, size=n)
-    out = rng.integers(1, 60, size=n)
-    ids = []
-    for i, p in enumerate(P):
-        fam = int(rng.integers(0, 4))
-        shared = int(rng.integers(0, 10))
-        nb = -(-int(p) // 4)
-        ids.append([100 * fam + j if j < shared else 10_000 + 100 * i + j for j in range(nb)])
-    return Workload.from_requests(arrival, P, out, ids, block_size=4)
+    return family_workload(rng, n, gaps, (8, 48), (1, 60), families=4, shared_max=10)
 
 
 @st.composite
@@ -60,15 +51,7 @@ def loading_configs(draw) -> dict:
     token), into a tiny HBM behind tiny lower tiers."""
     gbps = st.sampled_from([0.2, 0.5, 2.0])
     lat = st.sampled_from([0.0, 50.0, 500.0])
-    tiers = []
-    if draw(st.booleans()):
-        tiers.append(Tier("dram", draw(st.integers(0, 120)), draw(gbps), draw(gbps), draw(lat)))
-    if draw(st.booleans()):
-        tiers.append(Tier("ssd", draw(st.integers(0, 200)), draw(gbps), draw(gbps), draw(lat)))
-    if draw(st.booleans()) or not tiers:
-        tiers.append(
-            Tier("pool", draw(st.integers(0, 400)), draw(gbps), draw(gbps), draw(lat), shared=True)
-        )
+    tiers = draw_tiers(draw, gbps, lat, dram=120, ssd=200, pool=400)
     max_num_seqs = draw(st.integers(2, 16))
     both = any(t.shared for t in tiers) and not all(t.shared for t in tiers)
     return dict(

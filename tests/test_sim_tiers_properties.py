@@ -17,6 +17,7 @@ from collections import OrderedDict
 
 import numpy as np
 import pytest
+from conftest import draw_tiers
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from test_sim_properties import assert_same, busy_workloads, configs, workloads
@@ -47,18 +48,9 @@ def tier_configs(draw) -> dict:
         decode_context_ms=cost.decode_context_ms,
         kv_bytes_per_token=draw(st.sampled_from([1e4, 1e5, 1e6])),
     )
-    tiers = []
     gbps = st.sampled_from([0.5, 2.0, 20.0])
     lat = st.sampled_from([0.0, 50.0])
-    if draw(st.booleans()):
-        tiers.append(Tier("dram", draw(st.integers(0, 200)), draw(gbps), draw(gbps), draw(lat)))
-    if draw(st.booleans()):
-        tiers.append(Tier("ssd", draw(st.integers(0, 400)), draw(gbps), draw(gbps), draw(lat)))
-    if draw(st.booleans()) or not tiers:
-        tiers.append(
-            Tier("pool", draw(st.integers(0, 600)), draw(gbps), draw(gbps), draw(lat), shared=True)
-        )
-    cfg["tiers"] = tiers
+    cfg["tiers"] = draw_tiers(draw, gbps, lat, dram=200, ssd=400, pool=600)
     cfg["write_through"] = draw(st.booleans())
     cfg["load_policy"] = draw(st.sampled_from(["faster", "always"]))
     return cfg
