@@ -689,13 +689,7 @@ class Replica:
         those are evictable now.
         """
         tiers = self.tiers
-        # (ids[m] is not in HBM: the run's first block below it, if any; ReplicaTiers.where
-        # inlined)
-        h = ids[m]
-        for _, blocks in tiers.lookup:
-            if h in blocks:
-                break
-        else:  # (the usual miss)
+        if tiers.where(ids[m]) < 0:  # (ids[m] is not in HBM: the usual miss below it too)
             return m, [0] * tiers.n, [], 0
         ref = self.cache.ref
         r, counts, mid = tiers.run(ids, m, limit, ref)
@@ -723,11 +717,7 @@ class Replica:
         tiers = self.tiers
         if m == limit:
             return [m] + tiers.zeros
-        h = ids[m]
-        for _, blocks in tiers.lookup:  # (ReplicaTiers.where inlined)
-            if h in blocks:
-                break
-        else:  # (the usual miss: the run ends in HBM)
+        if tiers.where(ids[m]) < 0:  # (the usual miss: the run ends in HBM)
             return [m] + tiers.zeros
         _, counts, mid = tiers.run(ids, m, limit, ref)
         return [m + len(mid)] + counts
@@ -750,15 +740,8 @@ class Replica:
         ref = cache.ref
         lower = [h for h in ids[m:r] if h not in ref]
         by_tier: list[list[int]] = [[] for _ in range(tiers.n)]
-        lookup = tiers.lookup
-        if len(lookup) == 1:  # (every lower block of the run is in the one active tier)
-            by_tier[lookup[0][0]] = lower[:]
-        else:
-            for h in lower:  # (ReplicaTiers.where inlined: each is in some tier)
-                for k, blocks in lookup:
-                    if h in blocks:
-                        by_tier[k].append(h)
-                        break
+        for h in lower:
+            by_tier[tiers.where(h)].append(h)
         for k, hs in enumerate(by_tier):
             if hs:
                 tiers.take(k, hs)

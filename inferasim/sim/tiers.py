@@ -208,10 +208,7 @@ class ReplicaTiers:
 
     # ----------------------------------------------------------------- lookup
     def where(self, h: int) -> int:
-        """Index of the first active tier holding ``h`` (in ``lookup`` order), or -1.
-
-        (The scheduler's hot paths, ``Replica._lower_run``, ``tier_match`` and
-        ``_admit_loading``, inline this loop over ``lookup``.)"""
+        """Index of the first active tier holding ``h`` (in ``lookup`` order), or -1."""
         for k, blocks in self.lookup:
             if h in blocks:
                 return k
