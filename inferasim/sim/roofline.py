@@ -41,6 +41,8 @@ _TABLE_MIN_STEPS = 3
 # Runs of at most this many steps into an array("d") are summed by accumulate on
 # Python floats (sequential too: the same sums as cumsum), not in numpy.
 _ACCUMULATE_MAX_STEPS = 40
+# ... and runs of at most this many steps into a list (no copy in as doubles to save)
+_ACCUMULATE_MAX_LIST_STEPS = 96
 # at most this many table entries (8 bytes each) per model; past it runs are priced step by step
 _TABLE_MAX_ENTRIES = 1 << 22
 
@@ -458,27 +460,21 @@ class RooflineCostModel:
             if tab is not None:
                 lo, _, dts = tab
                 seg = dts[s - lo : c1 - lo + 1 : b]
-                if type(ends) is list:
-                    if k > 96:  # a copy summed in place beats a list's accumulate
-                        seg = seg.copy()
-                        seg[0] += e
-                        seg.cumsum(out=seg)
-                        ends.extend(seg.tolist())
-                        return ends[-1]
+                to_list = type(ends) is list
+                # short runs: accumulate on Python floats (numpy's fixed costs dominate);
+                # longer ones: a copy summed in place (both sequential: the same sums)
+                if k <= (_ACCUMULATE_MAX_LIST_STEPS if to_list else _ACCUMULATE_MAX_STEPS):
                     it = accumulate(seg.tolist(), initial=e)
                     next(it)
                     ends.extend(it)
                     return ends[-1]
-                if k <= _ACCUMULATE_MAX_STEPS:  # (numpy's fixed costs dominate short runs)
-                    it = accumulate(seg.tolist(), initial=e)
-                    next(it)
-                    ends.extend(it)
-                    return ends[-1]
-                # an array("d") (the engine's): summed in place, copied in as doubles
                 seg = seg.copy()
                 seg[0] += e
                 seg.cumsum(out=seg)
-                ends.frombytes(seg.tobytes())
+                if to_list:
+                    ends.extend(seg.tolist())
+                else:  # an array("d") (the engine's): copied in as doubles
+                    ends.frombytes(seg.tobytes())
                 return ends[-1]
         return self._decode_loop(ends, e, b, s, k)
 
