@@ -15,6 +15,8 @@ import pkgutil
 import pytest
 
 import inferasim
+from conftest import load_interpreted
+from inferasim.sim.native import native_modules
 
 MODULES = sorted(
     m.name
@@ -25,8 +27,10 @@ MODULES = sorted(
 
 def _public_objects():
     seen = set()
+    compiled = {name for name, how in native_modules().items() if how == "compiled"}
     for name in MODULES:
-        module = importlib.import_module(name)
+        # (mypyc drops docstrings: a compiled module's are read from its source)
+        module = load_interpreted(name) if name in compiled else importlib.import_module(name)
         for attr in getattr(module, "__all__", []):
             obj = getattr(module, attr)
             if not (inspect.isfunction(obj) or inspect.isclass(obj)) or id(obj) in seen:
@@ -34,7 +38,7 @@ def _public_objects():
             if not getattr(obj, "__module__", "").startswith("inferasim"):
                 continue
             seen.add(id(obj))
-            yield f"{obj.__module__}.{obj.__qualname__}", obj
+            yield f"{obj.__module__.removesuffix('__interpreted')}.{obj.__qualname__}", obj
             is_protocol = inspect.isclass(obj) and getattr(obj, "_is_protocol", False)
             if inspect.isclass(obj) and not issubclass(obj, BaseException) and not is_protocol:
                 for member_name, member in vars(obj).items():
@@ -44,7 +48,11 @@ def _public_objects():
                     if isinstance(target, (staticmethod, classmethod)):
                         target = target.__func__
                     if inspect.isfunction(target):
-                        yield f"{obj.__module__}.{obj.__qualname__}.{member_name}", target
+                        yield (
+                            f"{obj.__module__.removesuffix('__interpreted')}."
+                            f"{obj.__qualname__}.{member_name}",
+                            target,
+                        )
 
 
 PUBLIC = dict(_public_objects())

@@ -14,11 +14,11 @@ import io
 import warnings
 
 import pytest
-from conftest import require_trace
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import inferasim as ism
+from conftest import require_trace
 from inferasim import Workload
 from inferasim.reuse import infinite_hit_ratio
 from inferasim.sim.scheduler import Replica
@@ -105,6 +105,7 @@ class _Spy:
         monkeypatch.setattr(Replica, "_start_step", start)
 
 
+@pytest.mark.instrumented  # wraps the core's methods: see tests/test_native.py
 def test_kv_state_by_hand(monkeypatch):
     # block_size 4. A: 8-token prompt, ids [1, 2], 3 outputs, at 0 ms.
     # B: 9-token prompt, ids [1, 2, 3] (shares A's two blocks), 1 output, at 0.5 ms.

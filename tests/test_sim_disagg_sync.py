@@ -20,10 +20,11 @@ import copy
 
 import numpy as np
 import pandas as pd
-from conftest import examples
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from conftest import examples
 from inferasim import LinearCostModel, Simulator, Workload
 from inferasim.sim import Tier, engine
 from inferasim.sim.scheduler import Replica
@@ -111,12 +112,14 @@ def run_checked(wl: Workload, sim: dict, monkeypatch) -> dict[str, int]:
     return seen
 
 
+@pytest.mark.instrumented  # wraps the core's methods: see tests/test_native.py
 @SETTINGS
 @given(case=fleets())
 def test_kv_at_equals_the_advance(case, monkeypatch):
     run_checked(*case, monkeypatch)
 
 
+@pytest.mark.instrumented  # wraps the core's methods: see tests/test_native.py
 def test_kv_at_reads_stretches_through_finishes(monkeypatch):
     # a decode instance serving many sequences of mixed lengths while handoffs
     # keep arriving: read-offs inside stretches, some across finishes, all equal

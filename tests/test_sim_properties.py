@@ -14,10 +14,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import family_workload
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from conftest import family_workload
 from inferasim import Workload
 from inferasim.reuse import infinite_hit_ratio
 from inferasim.sim import LinearCostModel, Simulator
@@ -207,6 +207,7 @@ class _Checked:
         monkeypatch.setattr(sched_mod.Replica, "_uniform", uniform)
 
 
+@pytest.mark.instrumented  # wraps the core's methods: see tests/test_native.py
 @settings(
     max_examples=40,
     deadline=None,
@@ -394,6 +395,7 @@ def test_itl_columns_bound_each_other(wl, cfg):
     assert (many["max_itl_ms"] <= span * (1 + 1e-9)).all()
 
 
+@pytest.mark.instrumented  # wraps the core's methods: see tests/test_native.py
 def test_invariant_checker_sees_inside_the_jump(monkeypatch):
     # a 200-token decode stretch cut by arrivals at 30 and 31 ms: the jump applies
     # its steps in _progress/_uniform, which the checker wraps (issue 12)

@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-from conftest import draw_tiers, examples, family_workload
+import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
+from conftest import draw_tiers, examples, family_workload
 from inferasim import Workload
 from inferasim.sim import LinearCostModel, Simulator, Tier
 from inferasim.sim import scheduler as sched_mod
@@ -108,6 +109,7 @@ class _PoolOrder:
         monkeypatch.setattr(sched_mod.Replica, "_lower_run", _lower_run)
 
 
+@pytest.mark.instrumented  # wraps the core's methods: see tests/test_native.py
 @SETTINGS
 @given(wl=loading_workloads(), cfg=loading_configs())
 def test_jump_with_loads_in_flight_equals_plain_loop(monkeypatch, wl, cfg):

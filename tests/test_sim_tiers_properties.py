@@ -17,11 +17,11 @@ from collections import OrderedDict
 
 import numpy as np
 import pytest
-from conftest import draw_tiers
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from test_sim_properties import assert_same, busy_workloads, configs, workloads
 
+from conftest import draw_tiers
 from inferasim import Workload
 from inferasim.reuse import tiered_hit_rate
 from inferasim.sim import LinearCostModel, Simulator, Tier
@@ -104,6 +104,7 @@ class _Checked:
         monkeypatch.setattr(sched_mod.Replica, "_complete", complete)
 
 
+@pytest.mark.instrumented  # wraps the core's methods: see tests/test_native.py
 @settings(
     max_examples=40,
     deadline=None,

@@ -15,16 +15,27 @@ block in none or repeated below HBM.
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from inferasim.sim.scheduler import Replica
-from inferasim.sim.tiers import ReplicaTiers, Tier, TierStore
+from inferasim.sim.cost import LinearCostModel
+from inferasim.sim.scheduler import Outputs, Replica
+from inferasim.sim.tierconfig import Tier
+from inferasim.sim.tiers import ReplicaTiers, TierStore
 
 BS = 4  # tokens per block
 KVB = 1.0  # bytes per token: a block is 4 bytes
+
+
+def _replica(hbm: dict[int, int], rt: ReplicaTiers, load_always: bool = False) -> Replica:
+    """A replica whose HBM cache holds ``hbm`` (id -> reference count) above ``rt``."""
+    rep = Replica(
+        0, cost=LinearCostModel(), block_size=BS, capacity=1 << 20, max_num_seqs=8,
+        max_batched_tokens=64, chunked_prefill=True, eviction="lru", out=Outputs(1, 1),
+        sample_ms=1.0, jump=True, tiers=rt, load_policy="always" if load_always else "faster",
+    )
+    rep.cache.ref = hbm
+    return rep
 
 
 def _tiers(caps: list[int], shared_last: bool) -> tuple[ReplicaTiers, dict[str, TierStore]]:
@@ -124,8 +135,8 @@ def _filled(caps: list[int], contents: list[list[int]]):
 def test_tier_match_equals_the_plain_lookup(caps, contents, hbm, ids, cut):
     rt, stores = _filled(caps, contents)
     limit = min(cut, len(ids))
-    rep = SimpleNamespace(cache=SimpleNamespace(ref=dict.fromkeys(hbm, 1)), tiers=rt)
-    assert Replica.tier_match(rep, ids, limit) == _reference_match(hbm, stores, ids, limit)
+    rep = _replica(dict.fromkeys(hbm, 1), rt)
+    assert rep.tier_match(ids, limit) == _reference_match(hbm, stores, ids, limit)
     for h in set(ids) | hbm:
         want = next((k for k, s in enumerate(stores) if h in s), -1)
         assert rt.where(h) == want
@@ -170,8 +181,8 @@ def test_lower_run_equals_the_plain_walk(caps, contents, hbm, ids, cut):
         m += 1
     if m == limit:  # (admission only looks below HBM when the HBM run stops short)
         return
-    rep = SimpleNamespace(cache=SimpleNamespace(ref=hbm), tiers=rt, load_always=True)
-    got = Replica._lower_run(rep, ids, m, limit, 0.0)
+    rep = _replica(hbm, rt, load_always=True)
+    got = rep._lower_run(ids, m, limit, 0.0)
     assert got == _reference_lower_run(hbm, stores, ids, m, limit)
     # the routers' estimate is the same walk: HBM blocks first, then each tier's
-    assert Replica.tier_match(rep, ids, limit) == [m + len(got[2])] + got[1]
+    assert rep.tier_match(ids, limit) == [m + len(got[2])] + got[1]

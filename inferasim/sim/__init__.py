@@ -138,6 +138,7 @@ from typing import Any
 
 from inferasim.sim.admission import SloAdmission
 from inferasim.sim.cost import LinearCostModel
+from inferasim.sim.native import native_modules, warn_if_stale
 from inferasim.sim.result import SimResult
 from inferasim.sim.router import (
     ROUTING_POLICIES,
@@ -152,7 +153,7 @@ from inferasim.sim.router import (
     RoundRobinRouter,
 )
 from inferasim.sim.simulator import Simulator
-from inferasim.sim.tiers import Tier
+from inferasim.sim.tierconfig import Tier
 from inferasim.sim.topology import compare_topologies
 
 __all__ = [
@@ -173,7 +174,10 @@ __all__ = [
     "ConductorRouter",
     "SloAdmission",
     "compare_topologies",
+    "native_modules",
 ]
+
+warn_if_stale()
 
 
 def __getattr__(name: str) -> Any:

@@ -155,7 +155,7 @@ class BlockCache:
     ((1, 1), 1)
     """
 
-    __slots__ = ("ref", "pinned", "evictions", "_policy", "_lru")
+    __slots__ = ("ref", "pinned", "evictions", "_policy", "_lru", "_od")
 
     def __init__(self, eviction: str = "lru") -> None:
         if eviction == "lru":
@@ -165,6 +165,10 @@ class BlockCache:
         else:
             raise ValueError(f"eviction must be one of {EVICTION_POLICIES}, got {eviction!r}")
         self._lru = eviction == "lru"
+        # the LRU order (empty for the heap policies)
+        self._od: OrderedDict[int, None] = (
+            self._policy._od if isinstance(self._policy, _LRU) else OrderedDict()
+        )
         self.ref: dict[int, int] = {}
         self.pinned = 0
         self.evictions = 0
@@ -224,7 +228,7 @@ class BlockCache:
         """
         ref, policy = self.ref, self._policy
         if self._lru:  # (LRU keeps no hit counts: the revived blocks leave its order)
-            od = policy._od
+            od = self._od
             n0 = len(od)
             for h in ids:
                 r = ref[h]
@@ -301,7 +305,7 @@ class BlockCache:
         """
         ref = self.ref
         if self._lru:  # (the freed blocks join the LRU order: count them by its growth)
-            od = self._policy._od
+            od = self._od
             n0 = len(od)
             for h in reversed(ids):
                 r = ref[h]
@@ -339,7 +343,7 @@ class BlockCache:
             raise RuntimeError(f"cannot evict {n} blocks: {len(policy)} evictable")
         ref = self.ref
         if self._lru:  # (the n oldest in one C-level walk, then one delete each)
-            od = policy._od
+            od = self._od
             gone = list(islice(od, n))
             for h in gone:
                 del od[h]

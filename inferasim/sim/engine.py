@@ -44,7 +44,8 @@ from inferasim.sim.router import (
     Request,
 )
 from inferasim.sim.scheduler import HANDOFF, Outputs, Replica, Seq
-from inferasim.sim.tiers import Tier, TierStore, replica_tiers
+from inferasim.sim.tierconfig import Tier
+from inferasim.sim.tiers import TierStore, replica_tiers
 from inferasim.workload import Workload
 
 __all__ = [
@@ -309,7 +310,7 @@ def simulate(
     wl: Workload,
     *,
     num_replicas: int,
-    router: Callable[..., Any],
+    router: Any,
     cost: Any,
     capacity: int,
     max_num_seqs: int,
@@ -349,7 +350,7 @@ def simulate(
     >>> run = simulate(wl, num_replicas=2, router=RoundRobinRouter(), cost=LinearCostModel(),
     ...                capacity=8, max_num_seqs=8, max_batched_tokens=64, chunked_prefill=True,
     ...                eviction="lru", seed=0, sample_ms=None, jump=True, progress=False)
-    >>> list(run.out.replica), run.end_ms
+    >>> list(run.out.replica), round(run.end_ms, 9)
     ([0, 1], 10.9)
     """
     col = Columns.of(wl, capacity, sample_ms)
@@ -359,7 +360,7 @@ def simulate(
     shared = {t.name: TierStore(t.capacity_tokens // bs, log=True) for t in tiers if t.shared}
     reads: dict[str, dict[int, int]] = {}  # reads of each shared block (replicate_hot)
     coupled = any(t.shared and t.capacity_tokens >= bs for t in tiers)
-    kvb = getattr(cost, "kv_bytes_per_token", None) if live else 0.0
+    kvb: Any = getattr(cost, "kv_bytes_per_token", None) if live else 0.0
     if live and not (isinstance(kvb, int | float) and math.isfinite(kvb) and kvb > 0):
         raise ValueError(
             f"KV tiers need the KV bytes per token: the cost model has kv_bytes_per_token="
@@ -458,6 +459,7 @@ def simulate(
     closed = parent is not None
     sim_arr: np.ndarray | None = None
     if closed:
+        assert parent is not None and think is not None
         children = session_children(parent)
         watch = set(children)
         for rep in reps:
@@ -506,7 +508,7 @@ def simulate(
                     active[bj] = rep.n_private + rep.cache.pinned + rep.queued_blocks
                     drain(bj)
 
-        def arrivals() -> Any:
+        def session_arrivals() -> Any:
             while True:
                 settle()
                 if not queue:
@@ -514,11 +516,12 @@ def simulate(
                 t, j = heapq.heappop(queue)
                 sim_arr[j] = t
                 yield j, t
-    else:
 
-        def arrivals() -> Any:
-            for j in range(n):
-                yield j, arr_l[j]
+    def open_arrivals() -> Any:
+        for j in range(n):
+            yield j, arr_l[j]
+
+    arrivals = session_arrivals if closed else open_arrivals
 
     min_wake = math.inf
     count = 0
@@ -651,7 +654,7 @@ def simulate_disaggregated(
     *,
     prefill_replicas: int,
     decode_replicas: int,
-    router: Callable[..., Any],
+    router: Any,
     cost: Any,
     capacity: int,
     max_num_seqs: int,
@@ -735,8 +738,9 @@ def simulate_disaggregated(
     ...     sample_ms=None, jump=True, progress=False, admission=None,
     ...     kv_bytes_per_token=1e6, handoff_gbps=32.0, handoff_latency_us=0.0,
     ...     layerwise=False)
-    >>> run.out.first_token[0], run.out.delivered[0], run.out.finish[0]  # 6.6 + 32 MB / 32 GB/s
-    (6.6, 7.6, 17.8)
+    >>> [round(run.out.first_token[0], 9), round(run.out.delivered[0], 9),  # 6.6 + 32 MB / 32 GB/s
+    ...  round(run.out.finish[0], 9)]
+    [6.6, 7.6, 17.8]
     """
     from inferasim.sim.transfer import Link
 
@@ -915,6 +919,7 @@ def simulate_disaggregated(
     sim_arr = np.full(n, np.nan) if closed else None
     inflight = 0  # requests with a waiting next turn, routed and not finished
     if closed:
+        assert parent is not None and think is not None
         children = session_children(parent)
         watch = set(children)
         for rep in pre + dec:
@@ -992,7 +997,7 @@ def simulate_disaggregated(
         ):
             raise RuntimeError(f"internal error: stale wakes in the disaggregated loop at {T!r}")
         # 1. prefill instances up to T: steps ending at T complete (first tokens)
-        events: list[tuple[bool, Seq, float, int]] = []
+        events: list[tuple[bool | None, Seq, float, int]] = []
         for p, rep in enumerate(pre):
             if pre_wake[p] <= T:
                 rep.advance(T)
@@ -1051,6 +1056,7 @@ def simulate_disaggregated(
                 if not queue or queue[0][0] > T:
                     break
                 a, i = heapq.heappop(queue)
+                assert sim_arr is not None
                 sim_arr[i] = a
                 if i in reasons:  # never fits: answered by the rejection
                     issue(i, a)

@@ -89,7 +89,7 @@ def _smallest_valid(
             return [heap[0], second]
     if len(heap) <= 2 * k:
         return [e for e in sorted(heap) if e[3].state == DECODE and e[3].epoch == e[2]][:k]
-    out = []
+    out: list[tuple[int, int, int, Seq]] = []
     cand = [(heap[0], 0)]
     n = len(heap)
     while cand and len(out) < k:
@@ -341,7 +341,7 @@ class Replica:
         self.t0 = 0.0
         self.sample_i = 0
         self.next_sample = 0.0
-        self.tl: list[tuple[float, int, int, int, int]] = []
+        self.tl: list[tuple[Any, ...]] = []
         self.peers: list[Replica] = [self]  # replicas sharing the timeline grid
         self.tl_cap = 1 << 62  # samples per replica before the grid coarsens
 
@@ -356,7 +356,7 @@ class Replica:
         tl = self.tl
         if self.sample_i + (t - self.next_sample) / self.period >= self.tl_cap:
             self._fit(t)
-        row = (
+        row: tuple[int, ...] = (
             len(self.waiting),
             len(self.running),
             self.n_private + self.cache.pinned,
@@ -866,7 +866,7 @@ class Replica:
         self._set_horizon()  # (prices the steps it needs: at least the first one)
         self.step_end = self.p_ends[0]
 
-    def _decode_run(self, ends: list[float], e: float, b: int, s: int, k: int) -> float:
+    def _decode_run(self, ends: Any, e: float, b: int, s: int, k: int) -> float:
         """Append the ends of ``k`` decode steps of ``b`` sequences with ``s + b * j``
         context (step ``j``) after ``e``; return the last (any cost model)."""
         cost = self.cost
@@ -879,7 +879,7 @@ class Replica:
             s += b
         return e
 
-    def _checked_run(self, ends: list[float], e: float, b: int, s: int, k: int) -> float:
+    def _checked_run(self, ends: Any, e: float, b: int, s: int, k: int) -> float:
         """:attr:`decode_run` (possibly the cost model's own) with its end checked:
         finite and not before ``e`` (each step of our own run is checked too)."""
         end = self.decode_run(ends, e, b, s, k)
@@ -909,9 +909,9 @@ class Replica:
             target = L + self.p_chunk
         self.p_chunk *= 2
         if until > 0.0 and L > 1:  # enough steps to reach ``until`` at the recent pace
-            dt = (ends[-1] - self.p_t) / L
-            if dt > 0.0:
-                more = (until - ends[-1]) / dt
+            pace = (ends[-1] - self.p_t) / L
+            if pace > 0.0:
+                more = (until - ends[-1]) / pace
                 if more > K:
                     target = K
                 elif L + int(more * 1.1) + 4 > target:

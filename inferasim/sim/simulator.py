@@ -14,7 +14,7 @@ from inferasim.sim.cache import EVICTION_POLICIES
 from inferasim.sim.engine import MIN_TIMELINE_MS, simulate, simulate_disaggregated
 from inferasim.sim.result import SimResult
 from inferasim.sim.router import make_router
-from inferasim.sim.tiers import Tier, check_tiers
+from inferasim.sim.tierconfig import Tier, check_tiers
 from inferasim.workload import Workload
 
 __all__ = ["Simulator"]
@@ -74,7 +74,7 @@ class Simulator:
         its own (the reference loop; same frames, much slower).
     tiers : list of Tier, optional
         KV tiers below each replica's HBM, in lookup order (host DRAM, SSD,
-        a ``shared=True`` pool); see :class:`~inferasim.sim.tiers.Tier` and
+        a ``shared=True`` pool); see :class:`~inferasim.sim.tierconfig.Tier` and
         "What is modelled" in :mod:`inferasim.sim`. Transfers need the cost
         model's ``kv_bytes_per_token``.
     write_through : bool, default False
