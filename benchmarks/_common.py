@@ -59,6 +59,16 @@ def machine_speed_s(repeats: int = 3) -> float:
     return best
 
 
+def core_build() -> str:
+    """``"compiled"`` when the simulator core runs as mypyc extensions (the normal
+    ``pip install``), ``"interpreted"`` when it runs from source, ``"mixed"`` otherwise
+    (see :func:`inferasim.sim.native_modules`); benchmarks print it with their times."""
+    from inferasim.sim import native_modules
+
+    builds = set(native_modules().values())
+    return builds.pop() if len(builds) == 1 else "mixed"
+
+
 def peak_memory_mb(fn: Callable[[], Any]) -> float:
     """Peak Python-heap allocation (MB) of one ``fn()`` call, measured by tracemalloc.
 

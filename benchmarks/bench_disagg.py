@@ -23,7 +23,7 @@ from __future__ import annotations
 import argparse
 import os
 
-from _common import machine_speed_s, median_time, trace_path
+from _common import core_build, machine_speed_s, median_time, trace_path
 
 
 def main() -> None:
@@ -51,7 +51,8 @@ def main() -> None:
         )
     print(
         f"ratio disaggregated / aggregated: {t_dis / t_agg:.2f}x; load average {load:.2f}; "
-        f"speed index {machine_speed_s():.3f} s (lower is faster, see _common.machine_speed_s)"
+        f"speed index {machine_speed_s():.3f} s (lower is faster, see _common.machine_speed_s); "
+        f"simulator core {core_build()}"
     )
 
 

@@ -47,7 +47,7 @@ import sys
 import time
 import tracemalloc
 
-from _common import machine_speed_s, trace_path
+from _common import core_build, machine_speed_s, trace_path
 
 
 def tiers(dram_tokens: int = 3_000_000, pool_tokens: int = 30_000_000) -> list:
@@ -224,6 +224,7 @@ def main() -> None:
         f"{'min s':>8}{'steps':>11}{'steps/s':>11}{'req/s':>9}{'tracemalloc MB':>16}"
         f"{'max RSS MB':>12}{'load':>6}{'index s':>9}"
     )
+    print(f"simulator core: {core_build()} (inferasim.sim.native_modules())")
     print(header)
     print("-" * len(header))
     for r in records:
