@@ -19,10 +19,10 @@ import warnings
 
 import numpy as np
 import pytest
-from conftest import examples
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from conftest import examples
 from inferasim import Workload
 from inferasim.errors import WorkloadError
 from inferasim.workload.loaders import load_workload

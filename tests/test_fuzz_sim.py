@@ -30,10 +30,10 @@ import sys
 
 import numpy as np
 import pandas as pd
-from conftest import examples
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from conftest import examples
 from inferasim import LinearCostModel, Simulator, Workload
 from inferasim.sim import Tier
 

@@ -8,10 +8,10 @@ every event) on random transfer sets.
 from __future__ import annotations
 
 import pytest
-from conftest import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from conftest import examples
 from inferasim.sim.transfer import Link
 
 
