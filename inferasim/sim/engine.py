@@ -43,6 +43,7 @@ from inferasim.sim.router import (
     ReplicaView,
     Request,
 )
+from inferasim.sim.routing_fast import conductor_pick
 from inferasim.sim.scheduler import HANDOFF, Outputs, Replica, Seq
 from inferasim.sim.tierconfig import Tier
 from inferasim.sim.tiers import TierStore, replica_tiers
@@ -1082,8 +1083,8 @@ def simulate_disaggregated(
             current[1] = limit
             current[2] = a
             current[3] = p_len
-            if conductor:
-                r = router._fast(views)
+            if conductor:  # (ConductorRouter._fast, without the views)
+                r = conductor_pick(pre, links, kv_bytes_per_token, memo, ids, limit, a, p_len)
             else:
                 r = replica_index(
                     router(Request(i, a, p_len, O_l[i], tuple(ids)), views),
