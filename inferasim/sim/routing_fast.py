@@ -104,8 +104,8 @@ class SharedTiers:
     called natively) or any object with a ``where(h) -> int`` method.
     """
 
-    def __init__(self, tiers: Any, ids: list[int], limit: int) -> None:
-        self.ids = ids
+    def __init__(self, tiers: Any, ids: list[Any], limit: int) -> None:
+        self.ids = ids  # (Any: an id goes to a dict as the object it is, never re-boxed)
         self.rt: ReplicaTiers | None = tiers if isinstance(tiers, ReplicaTiers) else None
         self.where: Callable[[int], int] | None = None if self.rt is not None else tiers.where
         self.limit = limit
@@ -195,7 +195,7 @@ def conductor_estimates(
     links: list[Link] | None,
     kv_bytes_per_token: float,
     memo: dict[tuple[int, ...], float] | None,
-    ids: list[int],
+    ids: list[Any],
     limit: int,
     now: float,
     input_len: int,
@@ -250,7 +250,7 @@ def conductor_pick(
     links: list[Link] | None,
     kv_bytes_per_token: float,
     memo: dict[tuple[int, ...], float] | None,
-    ids: list[int],
+    ids: list[Any],
     limit: int,
     now: float,
     input_len: int,
@@ -286,7 +286,7 @@ def least_loaded_pick(reps: list[Any], t: float) -> int:
 
 
 def cache_aware_pick(
-    saving: Sequence[float], ids: list[int], limit: int, reps: list[Any], t: float
+    saving: Sequence[float], ids: list[Any], limit: int, reps: list[Any], t: float
 ) -> int:
     """:meth:`CacheAwareRouter._fast`: the longest (effective) match, ties to the
     fewest outstanding tokens at ``t``, then the lowest index."""
@@ -326,7 +326,7 @@ def kv_cost_pick(
     block_size: int,
     saving: Sequence[float],
     input_len: int,
-    ids: list[int],
+    ids: list[Any],
     limit: int,
     reps: list[Any],
     t: float,
