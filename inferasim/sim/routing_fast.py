@@ -10,7 +10,6 @@ formulas it shortcuts; the router classes delegate to it.
 
 from __future__ import annotations
 
-from bisect import bisect_left
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -45,16 +44,30 @@ def prefill_ms(
 
     The chunk loop is a pure function of ``(tokens, cached, B, S, max_tokens)``
     and the cost model, so a memo (one per run and cost model) gives the same
-    float as the loop.
+    float as the loop. The loop looks each chunk's step time up there too,
+    under the key ``(n, c, B, S)`` (``n`` tokens after ``c``): prefill times
+    from the same start share their leading chunks (a queue's from 0, on a
+    prefill instance whose decode batch stays empty, all but the last).
     """
     B = rep.B
     S = rep.S
-    key: tuple[int, ...] = ()
-    if memo is not None:
-        key = (tokens, cached, B, S, rep.max_tokens)
-        hit = memo.get(key)
-        if hit is not None:
-            return hit
+    if memo is None:
+        return _chunks_ms(rep, tokens, cached, B, S, None)
+    key = (tokens, cached, B, S, rep.max_tokens)
+    hit = memo.get(key)
+    if hit is not None:
+        return hit
+    t = _chunks_ms(rep, tokens, cached, B, S, memo)
+    if len(memo) >= MEMO_MAX:
+        memo.clear()
+    memo[key] = t
+    return t
+
+
+def _chunks_ms(
+    rep: Replica, tokens: int, cached: int, B: int, S: int, memo: dict[tuple[int, ...], float] | None
+) -> float:
+    """The chunk loop of :func:`prefill_ms` (step times looked up in ``memo``, if any)."""
     budget = rep.max_tokens - B
     if budget < 1:
         budget = 1
@@ -64,13 +77,19 @@ def prefill_ms(
     left = tokens
     while left > 0:
         n = left if left < budget else budget
-        t += float(cost(n, n * c + n * (n + 1) // 2, B, S))
+        if memo is None:
+            t += float(cost(n, n * c + n * (n + 1) // 2, B, S))
+        else:
+            ck = (n, c, B, S)
+            x = memo.get(ck)
+            if x is None:
+                x = float(cost(n, n * c + n * (n + 1) // 2, B, S))
+                if len(memo) >= MEMO_MAX:
+                    memo.clear()
+                memo[ck] = x
+            t += x
         c += n
         left -= n
-    if memo is not None:
-        if len(memo) >= MEMO_MAX:
-            memo.clear()
-        memo[key] = t
     return t
 
 
@@ -143,7 +162,14 @@ class SharedTiers:
         """
         ids = self.ids
         miss = self.miss
-        i = bisect_left(miss, m)
+        i = 0  # bisect_left(miss, m)
+        hi = len(miss)
+        while i < hi:
+            mid = (i + hi) // 2
+            if miss[mid] < m:
+                i = mid + 1
+            else:
+                hi = mid
         e = 0
         while True:
             if i == len(miss):  # look further (each position once per request)
