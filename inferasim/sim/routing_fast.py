@@ -375,7 +375,7 @@ def kv_cost_pick(
         # so far can be neither the minimum nor a tie. Least active first: once one
         # replica's bound exceeds it, all later ones' do (the lowest cost only falls).
         base = w * (blocks - limit)
-        order = sorted(range(n), key=active.__getitem__)
+        order = _by_active(active)
         if saving:
             for i in order:
                 a = active[i]
@@ -422,3 +422,21 @@ def kv_cost_pick(
                     best = i
                     best_load = load
     return best
+
+
+def _by_active(active: list[int]) -> list[int]:
+    """``sorted(range(len(active)), key=active.__getitem__)``: the indices by active
+    blocks, ties in index order (a stable insertion sort for small fleets)."""
+    n = len(active)
+    if n > 64:
+        return sorted(range(n), key=active.__getitem__)
+    order: list[int] = []
+    for i in range(n):
+        a = active[i]
+        j = len(order)
+        order.append(i)
+        while j > 0 and active[order[j - 1]] > a:
+            order[j] = order[j - 1]
+            j -= 1
+        order[j] = i
+    return order
