@@ -260,3 +260,13 @@ def test_kv_cost_fast_path_ties_a_cold_replica_with_warm_ones():
             for ref, x in zip(({}, {7: 1}, {7: 0}), loads, strict=True)
         ]
         assert router._fast(32, [7, 8], 1, reps, 0.0, [0, 1, 1]) == want
+
+
+@settings(max_examples=200, deadline=None)
+@given(active=st.lists(st.integers(0, 5), min_size=1, max_size=80))
+def test_kv_cost_walk_order_is_the_stable_sort_by_active(active):
+    # The kv_cost fast path walks the replicas least active first, ties in index
+    # order: its insertion sort (small fleets; sorted() above 64) against sorted().
+    from inferasim.sim.routing_fast import _by_active
+
+    assert _by_active(active) == sorted(range(len(active)), key=active.__getitem__)

@@ -43,9 +43,11 @@ from inferasim.sim.router import (
     ReplicaView,
     Request,
 )
+from inferasim.sim.routing_fast import conductor_pick
 from inferasim.sim.scheduler import HANDOFF, Outputs, Replica, Seq
 from inferasim.sim.tierconfig import Tier
 from inferasim.sim.tiers import TierStore, replica_tiers
+from inferasim.sim.transfer import Link
 from inferasim.workload import Workload
 
 __all__ = [
@@ -742,8 +744,6 @@ def simulate_disaggregated(
     ...  round(run.out.finish[0], 9)]
     [6.6, 7.6, 17.8]
     """
-    from inferasim.sim.transfer import Link
-
     col = Columns.of(wl, capacity, sample_ms)
     n, bs, reasons, t0, sample_ms = col.n, col.bs, col.reasons, col.t0, col.sample_ms
     P_n, D_n = prefill_replicas, decode_replicas
@@ -754,9 +754,10 @@ def simulate_disaggregated(
     live = any(t.capacity_tokens >= bs for t in tiers)
     shared = {t.name: TierStore(t.capacity_tokens // bs, log=True) for t in tiers if t.shared}
     reads: dict[str, dict[int, int]] = {}  # reads of each shared block (replicate_hot)
-
-    def make(r: int, role: str) -> Replica:
-        with_tiers = live and role == "prefill"
+    pre: list[Replica] = []
+    dec: list[Replica] = []
+    for r in range(P_n + D_n):
+        role = "prefill" if r < P_n else "decode"
         rep = Replica(
             r,
             cost=cost,
@@ -773,7 +774,7 @@ def simulate_disaggregated(
             tiers=replica_tiers(
                 tiers, shared, bs, kv_bytes_per_token, write_through, replicate_hot, reads
             )
-            if with_tiers
+            if live and role == "prefill"
             else None,
             write_through=write_through,
             load_policy=load_policy,
@@ -781,10 +782,7 @@ def simulate_disaggregated(
         rep.next_sample = rep.clock = t0
         rep.sample_i = 0
         rep.t0 = t0
-        return rep
-
-    pre = [make(r, "prefill") for r in range(P_n)]
-    dec = [make(P_n + r, "decode") for r in range(D_n)]
+        (pre if r < P_n else dec).append(rep)
     tl_cap = max(250, TIMELINE_ROWS // (P_n + D_n))
     for rep in pre + dec:  # one timeline grid for the fleet, capped (see TIMELINE_ROWS)
         rep.peers = pre + dec
@@ -804,120 +802,14 @@ def simulate_disaggregated(
 
     bar = col.progress_bar(progress)
     arr_l, P_l, O_l = col.arr, col.plen, col.olen
-
-    waiting_room: list[tuple[Seq, int]] = []  # handoffs waiting for decode room, FCFS
-    # in flight: (link, transfer id) -> [seq, prefill index, decode index, prefill done?,
-    # transfer done?, transfer id]
-    flight: dict[tuple[int, int], list[Any]] = {}
-    by_seq: dict[int, list[Any]] = {}  # request id -> its flight record (layerwise)
-
-    def least_active_with_room(need: int, t: float) -> int:
-        """The decode instance with room for ``need`` blocks and the fewest active
-        ones (ties to the lowest index), brought up to ``t``; -1 if none has room.
-
-        Memory and queue only change where a replica wakes, so only the ones
-        waking by ``t`` are advanced to read them (and then the chosen one);
-        inside a decode stretch not even those, the memory at ``t`` is read off
-        the stretch's plan (:meth:`Replica.kv_at`), as long as no handoff waits
-        for room and no closed-loop turn waits for a finish (the loop then
-        wakes on decode changes, so it needs every decode wake after ``t``:
-        a placement that fails advances the instances read off too).
-        """
-        best, best_active = -1, 0
-        # (read-offs leave an instance's wake at or before t: only while decode
-        # wakes are no event times, see the loop, and never past a failure)
-        readoff = not waiting_room and not inflight
-        skipped = []
-        for j, rep in enumerate(dec):
-            kv = rep.kv_at(t) if readoff else -1
-            if kv < 0:
-                if rep.wake() <= t:
-                    rep.advance(t)
-                kv = rep.n_private + rep.cache.pinned
-            elif rep.wake() <= t:
-                skipped.append(rep)
-            if rep.capacity - kv < need:
-                continue
-            act = kv + rep.queued_blocks
-            if best < 0 or act < best_active:
-                best, best_active = j, act
-        if best >= 0:
-            dec[best].advance(t)
-        else:  # the handoff waits: the loop then wakes on decode changes
-            for rep in skipped:
-                rep.advance(t)
-        return best
-
-    def place(seq: Seq, p: int, t: float, done: bool) -> bool:
-        need = -(-(seq.prompt + 1) // bs)
-        d = least_active_with_room(need, t)
-        if d < 0:
-            return False
-        dec[d].reserve(need)
-        link = links[p]
-        tid = link.start(t, seq.prompt * kv_bytes_per_token)
-        link_done[p] = link.next_done()
-        out.xfer_start[seq.rid] = t
-        rec = [seq, p, d, done, False, tid]
-        flight[(p, tid)] = rec
-        by_seq[seq.rid] = rec
-        return True
-
-    def hand_over(rec: list[Any], t: float) -> None:
-        seq, p, d = rec[0], rec[1], rec[2]
-        rep = pre[p]
-        rep.advance(t)
-        rep.release_kv(seq, t)
-        pre_wake[p] = rep.wake()
-        dec[d].advance(t)
-        dec[d].deliver(seq, t)
-        del by_seq[seq.rid]
-
-    def call_off(seq: Seq, t: float) -> None:
-        # a layerwise handoff whose prefill was preempted at t (its KV is gone):
-        # the transfer stops and the decode reservation is freed, so the room
-        # goes to others (a sequence that can't recompute while it holds room the
-        # one pinning its prefill instance's memory waits for would deadlock);
-        # the handoff starts again with the recompute
-        nonlocal waiting_room
-        rec = by_seq.pop(seq.rid, None)
-        if rec is None:
-            waiting_room = [(s, p) for s, p in waiting_room if s is not seq]
-            return
-        p, d, tid = rec[1], rec[2], rec[5]
-        if not rec[4]:
-            links[p].cancel(t, tid)
-            link_done[p] = links[p].next_done()
-            del flight[(p, tid)]
-        dec[d].advance(t)
-        dec[d].unreserve(-(-(seq.prompt + 1) // bs), t)
-
-    def handle(done: bool | None, seq: Seq, te: float, p: int) -> None:
-        # one handoff event of prefill instance p at te
-        if done is None:  # preempted
-            if layerwise:
-                call_off(seq, te)
-            return
-        if not done:  # the prefill starts: with layerwise, the KV streams out
-            if layerwise and not place(seq, p, te, False):
-                waiting_room.append((seq, p))
-            return
-        rec = by_seq.get(seq.rid)
-        if rec is not None:  # layerwise, transfer under way or delivered
-            rec[3] = True
-            if rec[4]:
-                out.delivered[seq.rid] = te
-                hand_over(rec, te)
-        elif layerwise and any(s is seq for s, _ in waiting_room):
-            pass  # still waiting for room; placed as a whole when it comes
-        elif not place(seq, p, te, True):
-            waiting_room.append((seq, p))
+    # the handoffs: waiting for room, in flight, delivered (see _Handoffs)
+    hs = _Handoffs(pre, dec, links, out, bs, kv_bytes_per_token, layerwise)
 
     closed = parent is not None
     queue: list[tuple[float, int]] = []
     children: dict[int, list[int]] = {}
+    think_l: list[float] = []
     sim_arr = np.full(n, np.nan) if closed else None
-    inflight = 0  # requests with a waiting next turn, routed and not finished
     if closed:
         assert parent is not None and think is not None
         children = session_children(parent)
@@ -928,29 +820,12 @@ def simulate_disaggregated(
         queue = [(arr_l[j], j) for j in range(n) if parent[j] < 0]
         heapq.heapify(queue)
 
-    def issue(rid: int, t: float) -> None:
-        for c in children.get(rid, ()):
-            heapq.heappush(queue, (t + think_l[c], c))
-
-    def drain() -> None:
-        nonlocal inflight
-        for rep in pre + dec:
-            if rep.finished:
-                for rid in rep.finished:
-                    inflight -= 1
-                    issue(rid, out.finish[rid])
-                rep.finished.clear()
-
-    order = [] if closed else [i for i in range(n) if i not in reasons]
+    order: list[int] = [] if closed else [i for i in range(n) if i not in reasons]
     needs_state = getattr(router, "needs_state", True)
     # the next change of each prefill instance and the next delivery of each link,
     # updated after every call that changes them (both are pure functions of state)
-    pre_wake = [rep.wake() for rep in pre]
-
-    def next_deliveries() -> list[float]:
-        return [link.next_done() for link in links]
-
-    link_done = next_deliveries()
+    pre_wake = hs.pre_wake
+    link_done = hs.link_done
     k = 0
     count = 0
     inf = math.inf
@@ -959,6 +834,7 @@ def simulate_disaggregated(
     T = t0
     stall_check, stall_limit = STALL_CHECK, STALL_LIMIT
     check_sync = _CHECK_SYNC
+    events: list[tuple[bool | None, Seq, float, int]] = []
     while True:
         ticks += 1
         if ticks >= stall_check:  # the livelock guard (see STALL_CHECK)
@@ -978,13 +854,13 @@ def simulate_disaggregated(
             T = arr_l[order[k]] if k < len(order) else inf
         # (pre_wake, link_done: kept current by every call that changes a prefill
         # instance or a link, so nothing is read again here)
-        w = min(pre_wake)
-        if w < T:
-            T = w
-        w = min(link_done)
-        if w < T:
-            T = w
-        if waiting_room or inflight:
+        for w in pre_wake:
+            if w < T:
+                T = w
+        for w in link_done:
+            if w < T:
+                T = w
+        if hs.waiting_room or hs.inflight:
             for rep in dec:
                 w = rep.wake()
                 if w < T:
@@ -993,17 +869,19 @@ def simulate_disaggregated(
             break
         if check_sync and (
             pre_wake != [rep.wake() for rep in pre]
-            or link_done != next_deliveries()
+            or link_done != [link.next_done() for link in links]
         ):
             raise RuntimeError(f"internal error: stale wakes in the disaggregated loop at {T!r}")
         # 1. prefill instances up to T: steps ending at T complete (first tokens)
-        events: list[tuple[bool | None, Seq, float, int]] = []
-        for p, rep in enumerate(pre):
+        events.clear()
+        for p in range(P_n):
+            rep = pre[p]
             if pre_wake[p] <= T:
                 rep.advance(T)
                 pre_wake[p] = rep.wake()
             if rep.handoffs:  # (only an advance adds handoffs)
-                events.extend((done, seq, te, p) for done, seq, te in rep.handoffs)
+                for done, seq, te in rep.handoffs:
+                    events.append((done, seq, te, p))
                 rep.handoffs.clear()
         # in time order; at one instant by prefill instance, then in the order the
         # instance produced them (its step's chunk order, i.e. admission order):
@@ -1018,39 +896,42 @@ def simulate_disaggregated(
         while early < len(events) and events[early][2] < T:
             early += 1
         # (a zero-time step can also start and end there: its first token too)
-        for ev in events[:early]:
-            handle(*ev)
-        if inflight:  # (closed loop) decode finishes up to T, after the early
+        for j in range(early):
+            done, seq, te, p = events[j]
+            hs.handle(done, seq, te, p)
+        if hs.inflight:  # (closed loop) decode finishes up to T, after the early
             # handoffs: a decode step starting at their time must see their
             # reservations, as it does when the decode instances advance lazily
             for rep in dec:
                 if rep.wake() <= T:
                     rep.advance(T)
         # 2. transfers delivered by T
-        for p, link in enumerate(links):
+        for p in range(P_n):
             # (advance a link only when something is delivered: its float state
             # then depends on the event times alone, the same in both loops)
             if link_done[p] <= T:
+                link = links[p]
                 done_ids = link.pop_done(T)
                 link_done[p] = link.next_done()
                 for tid in done_ids:
-                    rec = flight.pop((p, tid))
-                    out.delivered[rec[0].rid] = T
-                    rec[4] = True
-                    if rec[3]:
-                        hand_over(rec, T)
+                    rec = hs.flight.pop((p, tid))
+                    out.delivered[rec.seq.rid] = T
+                    rec.delivered = True
+                    if rec.prefilled:
+                        hs.hand_over(rec, T)
         # 3. handoffs that were waiting for room, then the new ones
-        if waiting_room:
-            still = []
-            for seq, p in waiting_room:
-                if not place(seq, p, T, seq.state == HANDOFF):
+        if hs.waiting_room:
+            still: list[tuple[Seq, int]] = []
+            for seq, p in hs.waiting_room:
+                if not hs.place(seq, p, T, seq.state == HANDOFF):
                     still.append((seq, p))
-            waiting_room = still
-        for ev in events[early:]:
-            handle(*ev)
+            hs.waiting_room = still
+        for j in range(early, len(events)):
+            done, seq, te, p = events[j]
+            hs.handle(done, seq, te, p)
         # 4. arrivals at T
         if closed:
-            drain()
+            hs.inflight -= _drain(pre, dec, out, children, think_l, queue)
         while True:
             if closed:
                 if not queue or queue[0][0] > T:
@@ -1059,7 +940,7 @@ def simulate_disaggregated(
                 assert sim_arr is not None
                 sim_arr[i] = a
                 if i in reasons:  # never fits: answered by the rejection
-                    issue(i, a)
+                    _issue(children, think_l, queue, i, a)
                     continue
             else:
                 if k >= len(order) or arr_l[order[k]] > T:
@@ -1082,8 +963,8 @@ def simulate_disaggregated(
             current[1] = limit
             current[2] = a
             current[3] = p_len
-            if conductor:
-                r = router._fast(views)
+            if conductor:  # (ConductorRouter._fast, without the views)
+                r = conductor_pick(pre, links, kv_bytes_per_token, memo, ids, limit, a, p_len)
             else:
                 r = replica_index(
                     router(Request(i, a, p_len, O_l[i], tuple(ids)), views),
@@ -1092,39 +973,39 @@ def simulate_disaggregated(
                     " (a prefill instance)",
                 )
             # (routing may have moved the links: their estimates advance them to a)
-            link_done[:] = next_deliveries()
+            hs.next_deliveries()
             rep = pre[r]
             rep.advance(a)
             pre_wake[r] = rep.wake()
             if admission is not None:
                 need = -(-(p_len + 1) // bs)
-                d = least_active_with_room(need, a)
+                d = hs.least_active_with_room(need, a)
                 if d < 0:  # (no room anywhere: the view of the first, brought up to a)
                     d = 0
                     dec[0].advance(a)
                 dv = dviews[d]
                 req = Request(i, a, p_len, O_l[i], tuple(ids))
                 admitted = admission(req, (views[r], dv), a)
-                link_done[:] = next_deliveries()  # (the views' estimates may move the links)
+                hs.next_deliveries()  # (the views' estimates may move the links)
                 if not admitted:
                     reasons[i] = getattr(admission, "last_reason", "") or "rejected by admission"
                     if closed:
-                        issue(i, a)
+                        _issue(children, think_l, queue, i, a)
                     continue
             if closed and i in children:
-                inflight += 1
+                hs.inflight += 1
             rep.arrive(Seq(i, p_len, O_l[i], ids, bs), a)
             pre_wake[r] = rep.wake()
         if closed:
-            drain()
+            hs.inflight -= _drain(pre, dec, out, children, think_l, queue)
     for rep in pre:
         rep.advance(math.inf)
     for rep in dec:
         rep.advance(math.inf)
-    if waiting_room or flight or by_seq:
+    if hs.waiting_room or hs.flight or hs.by_seq:
         raise RuntimeError("internal error: handoffs left at the end of the run")
     if closed:
-        if queue or inflight or any(rep.finished for rep in pre + dec):
+        if queue or hs.inflight or any(rep.finished for rep in pre + dec):
             raise RuntimeError("internal error: closed-loop turns left at the end of the run")
         for rep in pre + dec:
             rep.watch = None
@@ -1140,6 +1021,218 @@ def simulate_disaggregated(
         arrival=sim_arr,
     )
 
+
+def _issue(
+    children: dict[int, list[int]], think: list[float], queue: list[tuple[float, int]],
+    rid: int, t: float,
+) -> None:
+    """Closed loop: push the next turns of request ``rid``, answered at ``t``."""
+    kids = children.get(rid)
+    if kids is not None:
+        for c in kids:
+            heapq.heappush(queue, (t + think[c], c))
+
+
+def _drain(
+    pre: list[Replica], dec: list[Replica], out: Outputs, children: dict[int, list[int]],
+    think: list[float], queue: list[tuple[float, int]],
+) -> int:
+    """Closed loop: issue the next turns of the requests finished since the last
+    drain (prefill instances first, then decode); return how many finished."""
+    n = 0
+    for reps in (pre, dec):
+        for rep in reps:
+            if rep.finished:
+                for rid in rep.finished:
+                    n += 1
+                    _issue(children, think, queue, rid, out.finish[rid])
+                rep.finished.clear()
+    return n
+
+
+class _Flight:
+    """One handoff's transfer (internal to :func:`simulate_disaggregated`): the
+    sequence, its prefill and decode instances, the transfer's id on the prefill
+    instance's link, and whether the prefill and the transfer are done."""
+
+    __slots__ = ("seq", "p", "d", "prefilled", "delivered", "tid")
+
+    def __init__(self, seq: Seq, p: int, d: int, prefilled: bool, tid: int) -> None:
+        self.seq = seq
+        self.p = p
+        self.d = d
+        self.prefilled = prefilled
+        self.delivered = False
+        self.tid = tid
+
+
+class _Handoffs:
+    """The handoffs of :func:`simulate_disaggregated` (internal): the prefill
+    instances' first tokens on their way to a decode instance.
+
+    ``waiting_room`` holds the handoffs waiting for decode room (first come
+    first served), ``flight`` the transfers in flight by (link, transfer id),
+    ``by_seq`` every placed handoff by request id until it is delivered (a
+    layerwise one is placed when its prefill starts). ``pre_wake`` and
+    ``link_done`` are the next change of each prefill instance and the next
+    delivery of each link, kept current by every call that changes them.
+    ``inflight`` counts closed-loop requests with a waiting next turn, routed
+    and not finished.
+    """
+
+    def __init__(
+        self,
+        pre: list[Replica],
+        dec: list[Replica],
+        links: list[Link],
+        out: Outputs,
+        bs: int,
+        kv_bytes_per_token: float,
+        layerwise: bool,
+    ) -> None:
+        self.pre = pre
+        self.dec = dec
+        self.links = links
+        self.out = out
+        self.bs = bs
+        self.kvb = kv_bytes_per_token
+        self.layerwise = layerwise
+        self.waiting_room: list[tuple[Seq, int]] = []
+        self.flight: dict[tuple[int, int], _Flight] = {}
+        self.by_seq: dict[int, _Flight] = {}
+        self.inflight = 0
+        self.pre_wake: list[float] = [rep.wake() for rep in pre]
+        self.link_done: list[float] = [link.next_done() for link in links]
+
+    def next_deliveries(self) -> None:
+        """Read every link's next delivery again (estimates may have moved a link)."""
+        link_done = self.link_done
+        links = self.links
+        for p in range(len(links)):
+            link_done[p] = links[p].next_done()
+
+    def least_active_with_room(self, need: int, t: float) -> int:
+        """The decode instance with room for ``need`` blocks and the fewest active
+        ones (ties to the lowest index), brought up to ``t``; -1 if none has room.
+
+        Memory and queue only change where a replica wakes, so only the ones
+        waking by ``t`` are advanced to read them (and then the chosen one);
+        inside a decode stretch not even those, the memory at ``t`` is read off
+        the stretch's plan (:meth:`Replica.kv_at`), as long as no handoff waits
+        for room and no closed-loop turn waits for a finish (the loop then
+        wakes on decode changes, so it needs every decode wake after ``t``:
+        a placement that fails advances the instances read off too).
+        """
+        dec = self.dec
+        best = -1
+        best_active = 0
+        # (read-offs leave an instance's wake at or before t: only while decode
+        # wakes are no event times, see the loop, and never past a failure)
+        readoff = not self.waiting_room and not self.inflight
+        skipped: list[Replica] = []
+        for j in range(len(dec)):
+            rep = dec[j]
+            kv = rep.kv_at(t) if readoff else -1
+            if kv < 0:
+                if rep.wake() <= t:
+                    rep.advance(t)
+                kv = rep.n_private + rep.cache.pinned
+            elif rep.wake() <= t:
+                skipped.append(rep)
+            if rep.capacity - kv < need:
+                continue
+            act = kv + rep.queued_blocks
+            if best < 0 or act < best_active:
+                best = j
+                best_active = act
+        if best >= 0:
+            dec[best].advance(t)
+        else:  # the handoff waits: the loop then wakes on decode changes
+            for rep in skipped:
+                rep.advance(t)
+        return best
+
+    def place(self, seq: Seq, p: int, t: float, done: bool) -> bool:
+        """Reserve decode room for ``seq`` (from prefill instance ``p``) and start its
+        transfer at ``t``; False (nothing done) when no decode instance has room."""
+        need = -(-(seq.prompt + 1) // self.bs)
+        d = self.least_active_with_room(need, t)
+        if d < 0:
+            return False
+        self.dec[d].reserve(need)
+        link = self.links[p]
+        tid = link.start(t, seq.prompt * self.kvb)
+        self.link_done[p] = link.next_done()
+        self.out.xfer_start[seq.rid] = t
+        rec = _Flight(seq, p, d, done, tid)
+        self.flight[(p, tid)] = rec
+        self.by_seq[seq.rid] = rec
+        return True
+
+    def hand_over(self, rec: _Flight, t: float) -> None:
+        """Deliver ``rec``'s sequence at ``t`` (prefill done and transfer delivered)."""
+        seq = rec.seq
+        p = rec.p
+        rep = self.pre[p]
+        rep.advance(t)
+        rep.release_kv(seq, t)
+        self.pre_wake[p] = rep.wake()
+        dec = self.dec[rec.d]
+        dec.advance(t)
+        dec.deliver(seq, t)
+        del self.by_seq[seq.rid]
+
+    def call_off(self, seq: Seq, t: float) -> None:
+        """A layerwise handoff whose prefill was preempted at ``t`` (its KV is gone).
+
+        The transfer stops and the decode reservation is freed, so the room goes
+        to others (a sequence that can't recompute while it holds room the one
+        pinning its prefill instance's memory waits for would deadlock); the
+        handoff starts again with the recompute.
+        """
+        rec = self.by_seq.pop(seq.rid, None)
+        if rec is None:
+            self.waiting_room = [(s, p) for s, p in self.waiting_room if s is not seq]
+            return
+        p = rec.p
+        if not rec.delivered:
+            link = self.links[p]
+            link.cancel(t, rec.tid)
+            self.link_done[p] = link.next_done()
+            del self.flight[(p, rec.tid)]
+        dec = self.dec[rec.d]
+        dec.advance(t)
+        dec.unreserve(-(-(seq.prompt + 1) // self.bs), t)
+
+    def handle(self, done: bool | None, seq: Seq, te: float, p: int) -> None:
+        """One handoff event of prefill instance ``p`` at ``te``: ``done`` None
+        (preempted), False (its prefill starts) or True (its first token)."""
+        if done is None:  # preempted
+            if self.layerwise:
+                self.call_off(seq, te)
+            return
+        if not done:  # the prefill starts: with layerwise, the KV streams out
+            if self.layerwise and not self.place(seq, p, te, False):
+                self.waiting_room.append((seq, p))
+            return
+        rec = self.by_seq.get(seq.rid)
+        if rec is not None:  # layerwise, transfer under way or delivered
+            rec.prefilled = True
+            if rec.delivered:
+                self.out.delivered[seq.rid] = te
+                self.hand_over(rec, te)
+        elif self.layerwise and _waits(self.waiting_room, seq):
+            pass  # still waiting for room; placed as a whole when it comes
+        elif not self.place(seq, p, te, True):
+            self.waiting_room.append((seq, p))
+
+
+def _waits(waiting_room: list[tuple[Seq, int]], seq: Seq) -> bool:
+    """Whether ``seq`` is in ``waiting_room``."""
+    for s, _ in waiting_room:
+        if s is seq:
+            return True
+    return False
 
 def _milestones(out: Outputs) -> int:
     """First tokens, deliveries and finishes reached so far (the livelock guard's measure).

@@ -19,6 +19,7 @@ __all__ = ["NATIVE_MODULES", "native_modules"]
 NATIVE_MODULES = (
     "inferasim.sim.cache",
     "inferasim.sim.engine",
+    "inferasim.sim.routing_fast",
     "inferasim.sim.scheduler",
     "inferasim.sim.tiers",
     "inferasim.sim.transfer",

@@ -62,10 +62,15 @@ from __future__ import annotations
 
 import math
 import random
-from bisect import bisect_left
 from collections.abc import Callable, Sequence
-from itertools import takewhile
 from typing import Any, NamedTuple
+
+from inferasim.sim import routing_fast as _rf
+from inferasim.sim.routing_fast import SharedTiers as _SharedTiers  # noqa: F401 (tests)
+from inferasim.sim.routing_fast import effective as _effective
+from inferasim.sim.routing_fast import pending_tokens as _pending_tokens
+from inferasim.sim.routing_fast import prefill_ms as _prefill_ms
+from inferasim.sim.routing_fast import queue_ms as _queue_ms
 
 __all__ = [
     "Request",
@@ -463,63 +468,6 @@ class ReplicaView:
         return rep.tiers.backlog_ms(self._cur[2])
 
 
-def _pending_tokens(rep: Any) -> int:
-    """:attr:`ReplicaView.prefill_tokens_pending` of replica ``rep``."""
-    n = 0
-    for seq in rep.waiting:
-        n += seq.tokens
-    for seq in rep.prefilling:
-        n += seq.tokens - seq.computed
-    if rep.in_step:
-        for _, k in rep.cur_chunks:  # (computed when the running step ends)
-            n -= k
-    return n
-
-
-#: Entries a prefill-time memo holds before it is emptied (its values are exact,
-#: so emptying it only costs recomputation).
-_MEMO_MAX = 1 << 15
-
-
-def _prefill_ms(rep: Any, tokens: int, cached: int, memo: dict[tuple[int, ...], float] | None) -> float:
-    """:meth:`ReplicaView.prefill_ms` of replica ``rep``, looked up in ``memo`` first.
-
-    The chunk loop is a pure function of ``(tokens, cached, B, S, max_tokens)``
-    and the cost model, so a memo (one per run and cost model) gives the same
-    float as the loop.
-    """
-    B, S = rep.B, rep.S
-    if memo is not None:
-        key = (tokens, cached, B, S, rep.max_tokens)
-        t = memo.get(key)
-        if t is not None:
-            return t
-    budget = rep.max_tokens - B
-    if budget < 1:
-        budget = 1
-    cost = rep.cost
-    t = 0.0
-    c = cached
-    left = tokens
-    while left > 0:
-        n = left if left < budget else budget
-        t += float(cost(n, n * c + n * (n + 1) // 2, B, S))
-        c += n
-        left -= n
-    if memo is not None:
-        if len(memo) >= _MEMO_MAX:
-            memo.clear()
-        memo[key] = t
-    return t
-
-
-def _queue_ms(rep: Any, now: float, memo: dict[tuple[int, ...], float] | None) -> float:
-    """:attr:`ReplicaView.queue_ms` of replica ``rep`` at ``now``."""
-    wait = rep.step_end - now if rep.in_step and rep.step_end > now else 0.0
-    pending = _pending_tokens(rep)
-    return wait + (_prefill_ms(rep, pending, 0, memo) if pending else 0.0)
-
-
 def _demo_view() -> ReplicaView:
     """A view for the examples: one replica 20 ms into serving a request.
 
@@ -661,12 +609,7 @@ class LeastLoadedRouter:
 
         ``active[i]`` is replica ``i``'s active blocks (the engine keeps it up to date).
         """
-        best, best_load = 0, reps[0].outstanding_at(t)
-        for i in range(1, len(reps)):
-            load = reps[i].outstanding_at(t)
-            if load < best_load:
-                best, best_load = i, load
-        return best
+        return _rf.least_loaded_pick(reps, t)
 
 
 class CacheAwareRouter:
@@ -720,30 +663,7 @@ class CacheAwareRouter:
 
         ``active[i]`` is replica ``i``'s active blocks (the engine keeps it up to date).
         """
-        best = -1
-        best_m: float = 0
-        best_load = None
-        head = ids[:limit]
-        saving = self.tier_saving
-        for i, rep in enumerate(reps):
-            if saving and rep.tiers is not None:
-                m: float = _effective(rep.tier_match(ids, limit), saving)
-            else:
-                ref = rep.cache.ref
-                m = 0
-                for h in head:
-                    if h not in ref:
-                        break
-                    m += 1
-            if best < 0 or m > best_m:
-                best, best_m, best_load = i, m, None
-            elif m == best_m:
-                if best_load is None:
-                    best_load = reps[best].outstanding_at(t)
-                load = rep.outstanding_at(t)
-                if load < best_load:
-                    best, best_load = i, load
-        return best
+        return _rf.cache_aware_pick(self.tier_saving, ids, limit, reps, t)
 
 
 class KvCostRouter:
@@ -839,156 +759,10 @@ class KvCostRouter:
         """
         if self.temperature > 0:
             return -1  # the engine falls back to __call__
-        w = self.overlap_weight
-        blocks = -(-input_len // self.block_size)
-        saving = self.tier_saving
-        if saving:
-            miss = w * blocks
-            costs = [miss + a for a in active]
-            low = min(costs)
-            if limit > 0:
-                # as below: the effective match is at most ``limit``, so a replica
-                # whose bound exceeds the lowest cost so far cannot win or tie
-                base = w * (blocks - limit)
-                for i in sorted(range(len(active)), key=active.__getitem__):
-                    a = active[i]
-                    if base + a > low:
-                        break
-                    c = costs[i] = w * (blocks - _effective(reps[i].tier_match(ids, limit), saving)) + a
-                    if c < low:
-                        low = c
-        else:
-            miss = w * blocks  # the same float as w * (blocks - 0) in __call__
-            costs = [miss + a for a in active]
-            low = min(costs)
-        if limit > 0 and not saving:
-            head = ids[:limit]
-            h0 = head[0]
-            # w * (blocks - m) + active >= w * (blocks - limit) + active: a replica whose
-            # bound exceeds the lowest cost so far can be neither the minimum nor a tie.
-            # Least active first: once one replica's bound exceeds it, all later ones'
-            # do (the lowest cost only falls).
-            base = w * (blocks - limit)
-            for i in sorted(range(len(active)), key=active.__getitem__):
-                a = active[i]
-                if base + a > low:
-                    break
-                ref = reps[i].cache.ref
-                if h0 not in ref:
-                    continue
-                m = 0
-                for h in head:
-                    if h not in ref:
-                        break
-                    m += 1
-                c = costs[i] = w * (blocks - m) + a
-                if c < low:
-                    low = c
-        best = costs.index(low)
-        if costs.count(low) > 1:  # ties: fewest outstanding tokens, then lowest index
-            best_load = reps[best].outstanding_at(t)
-            for i in range(best + 1, len(costs)):
-                if costs[i] == low:
-                    load = reps[i].outstanding_at(t)
-                    if load < best_load:
-                        best, best_load = i, load
-        return best
-
-
-class _SharedTiers:
-    """Where each block of the routed request sits in the shared tiers (``where``),
-    looked up once for every replica whose tiers are all shared, and only as far
-    as some replica's walk reaches.
-
-    ``kof(j)`` is the tier holding ``ids[j]``, or -1 when none does or the id came
-    earlier in the request (a repeat ends a reusable run in a lower tier, as in
-    ``Replica.tier_match``: an earlier copy is either in HBM, and then so is this
-    one, or was counted in a lower tier already). ``known`` holds ``kof`` of the
-    positions ``0 .. len(known) - 1`` and ``miss`` those of them where it is -1 (see :meth:`counts`).
-    """
-
-    __slots__ = ("ids", "where", "known", "miss", "first", "limit")
-
-    def __init__(self, tiers: Any, ids: list[int], limit: int) -> None:
-        self.ids = ids
-        self.where = tiers.where
-        self.limit = limit
-        self.known: list[int] = []
-        self.miss: list[int] = []
-        head = ids[:limit]
-        # first position of each id, only when some id repeats
-        self.first: dict[int, int] | None = None
-        if len(set(head)) < limit:
-            first: dict[int, int] = {}
-            for j, h in enumerate(head):
-                first.setdefault(h, j)
-            self.first = first
-
-    def counts(self, m: int, ref: Any, n: int) -> list[int]:
-        """Blocks of the reusable run from ``m`` by tier, ``[hbm, tier 0, ..., tier
-        n - 1]``, for a replica with HBM ids ``ref`` whose leading HBM run is ``m``.
-
-        The run is the walk ``j = m, m + 1, ...`` while ``ids[j] in ref or kof(j)
-        >= 0``: it can only end at a miss (``kof == -1``), so it ends at the first
-        miss at or after ``m`` not in HBM (or at ``limit``), found by jumping
-        from miss to miss; the positions are looked up once per request, as far
-        as a walk needs (``known`` then covers the run).
-
-        Examples
-        --------
-        Blocks 5 and 6 in the pool (tier 0), 7 nowhere, 5 repeated: a replica
-        holding nothing reuses 5 and 6 from the pool; one holding 5 and 7 in HBM
-        walks to the repeated 6 (a repeat ends the run below HBM).
-
-        >>> from types import SimpleNamespace as NS
-        >>> st = _SharedTiers(NS(where=lambda h: 0 if h in (5, 6) else -1), [5, 6, 7, 5, 6], 5)
-        >>> st.counts(0, {}, 1), st.counts(1, {7: 0, 5: 0}, 1), st.known, st.miss
-        ([0, 2], [3, 1], [0, 0, -1, -1, -1], [2, 3, 4])
-        """
-        ids = self.ids
-        miss = self.miss
-        i = bisect_left(miss, m)
-        while True:
-            if i == len(miss):  # look further (each position once per request)
-                known = self.known
-                j = len(known)
-                limit = self.limit
-                where = self.where
-                first = self.first
-                while j < limit:
-                    h = ids[j]
-                    k = -1 if first is not None and first[h] < j else where(h)
-                    known.append(k)
-                    if k < 0:
-                        miss.append(j)
-                        break
-                    j += 1
-                if i == len(miss):
-                    e = limit
-                    break
-            e = miss[i]
-            if e >= m and ids[e] not in ref:
-                break
-            i += 1
-        if n == 1:  # HBM blocks after a lower-tier one, the rest in the tier
-            h = sum(map(ref.__contains__, ids[m:e])) if e > m else 0
-            return [m + h, e - m - h]
-        counts = [m] + [0] * n
-        known = self.known
-        for j in range(m, e):
-            if ids[j] in ref:
-                counts[0] += 1
-            else:
-                counts[known[j] + 1] += 1
-        return counts
-
-
-def _effective(hits: Sequence[int], saving: Sequence[float]) -> float:
-    """HBM blocks plus lower-tier blocks weighted by the share of a miss they save."""
-    m = float(hits[0])
-    for k, s in enumerate(saving):
-        m += s * hits[k + 1]
-    return m
+        return _rf.kv_cost_pick(
+            self.overlap_weight, self.block_size, self.tier_saving, input_len, ids, limit,
+            reps, t, active,
+        )
 
 
 class LongestMatchRouter:
@@ -1090,62 +864,26 @@ class ConductorRouter:
 
     def _fast(self, views: Sequence[ReplicaView]) -> int:
         """Same answer as ``__call__`` on the engine's own views (engine use)."""
-        est = self._estimates(views)
-        best = 0
-        best_t = est[0]
-        best_load = views[0]._rep.outstanding
-        for j in range(1, len(est)):
-            t = est[j]
-            if t <= best_t:
-                load = views[j]._rep.outstanding
-                if t < best_t or load < best_load:
-                    best, best_t, best_load = j, t, load
-        return views[best]._rep.index
+        return _rf.conductor_pick(*_engine_args(views))
 
     def _estimates(self, views: Sequence[ReplicaView]) -> list[float]:
         """``ttft_estimate_ms + handoff_estimate_ms`` of each of the engine's views.
 
         The same floats in the same order of operations, with the same side
         effects (every link an estimate reads is advanced to now, as the
-        views do), computed with less overhead: the request's place in the
-        shared tiers is looked up once for all the replicas (a replica whose
-        tiers are all shared sees the same stores), and prefill times come
-        from the views' memo.
+        views do), computed with less overhead
+        (:func:`inferasim.sim.routing_fast.conductor_estimates`).
         """
-        cur = views[0]._cur
-        ids, limit, now, input_len = cur[0], cur[1], cur[2], cur[3]
-        shared: _SharedTiers | None = None  # the request in the shared tiers (looked up once)
-        head = ids[:limit]
-        out = []
-        for v in views:
-            rep = v._rep
-            memo = v._memo
-            queue = _queue_ms(rep, now, memo)
-            ref = rep.cache.ref
-            # the leading run of head in HBM (C-level iteration: runs are long)
-            m = len(list(takewhile(ref.__contains__, head))) if head else 0
-            tiers = rep.tiers
-            if tiers is None:
-                cached = m * rep.bs
-                ttft = queue + _prefill_ms(rep, input_len - cached, cached, memo)
-            else:
-                if m == limit:
-                    counts = [m] + [0] * tiers.n
-                else:
-                    if tiers.all_shared:
-                        if shared is None:
-                            shared = _SharedTiers(tiers, ids, limit)
-                        counts = shared.counts(m, ref, tiers.n)
-                    else:
-                        counts = rep.tier_match(ids, limit)
-                cached = sum(counts) * rep.bs
-                load = tiers.load_estimate_ms(now, counts[1:]) if cached else 0.0
-                ttft = queue + load + _prefill_ms(rep, input_len - cached, cached, memo)
-            link = v._link
-            out.append(
-                ttft + (link.estimate_ms(now, input_len * v._kvb) if link is not None else 0.0)
-            )
-        return out
+        return _rf.conductor_estimates(*_engine_args(views))
+
+
+def _engine_args(views: Sequence[ReplicaView]) -> tuple[Any, ...]:
+    """The arguments of :func:`~inferasim.sim.routing_fast.conductor_pick` for the
+    engine's views (they share the request, the memo and the KV size per token)."""
+    v0 = views[0]
+    cur = v0._cur
+    links = [v._link for v in views] if v0._link is not None else None
+    return ([v._rep for v in views], links, v0._kvb, v0._memo, cur[0], cur[1], cur[2], cur[3])
 
 
 ROUTING_POLICIES: dict[str, Callable[..., Any]] = {
