@@ -306,6 +306,56 @@ def session_children(parent: np.ndarray) -> dict[int, list[int]]:
     return children
 
 
+def advance_all(reps: list[Replica], wakes: list[float], active: list[int], until: float) -> None:
+    """Advance every replica to ``until`` in global time order (a shared tier).
+
+    The replica whose state changes first runs on to just before the next
+    change of any other (its events there come strictly first in the
+    global order), then the next; ties go one event at a time by index.
+    ``wakes`` and ``active`` (each replica's wake and active blocks) are
+    kept up to date.
+    """
+    inf = math.inf
+    # the replicas with a change up to ``until``, as (time of that change,
+    # index): the heap's order is the global order (ties to the lowest index).
+    # (The time, not the wake: a step due to start at ``c`` wakes just after
+    # ``c``, as ``advance`` starts the steps before its bound, but it comes
+    # before another replica's change one ulp after ``c``.)
+    heap: list[tuple[float, int]] = []
+    for j in range(len(wakes)):
+        w = wakes[j]
+        if w <= until and w < inf:
+            heap.append((reps[j].next_change(), j))
+    if not heap:
+        return
+    heapq.heapify(heap)
+    while heap:
+        j = heap[0][1]
+        n_h = len(heap)
+        if n_h > 2:  # the next change of another replica: the smaller child
+            w2 = heap[1][0]
+            b2 = heap[2][0]
+            if b2 < w2:  # (on a tie both times are the same)
+                w2 = b2
+        elif n_h == 2:
+            w2 = heap[1][0]
+        else:  # (the others change after until)
+            w2 = inf
+        bound = until if w2 > until else math.nextafter(w2, -inf)
+        w = wakes[j]
+        if bound < w:
+            bound = w
+        rep = reps[j]
+        rep.advance(bound)
+        w = rep.wake()
+        wakes[j] = w
+        active[j] = rep.n_private + rep.cache.pinned + rep.queued_blocks
+        if w <= until and w < inf:
+            heapq.heapreplace(heap, (rep.next_change(), j))
+        else:
+            heapq.heappop(heap)
+
+
 def simulate(
     wl: Workload,
     *,
@@ -415,47 +465,6 @@ def simulate(
     # reads: replica state only changes in advance/arrive, each followed by an update
     active = [0] * num_replicas
 
-    def advance_all(until: float) -> None:
-        """Advance every replica to ``until`` in global time order (a shared tier).
-
-        The replica whose state changes first runs on to just before the next
-        change of any other (its events there come strictly first in the
-        global order), then the next; ties go one event at a time by index.
-        """
-        inf = math.inf
-        # the replicas with a change up to ``until``, as (time of that change,
-        # index): the heap's order is the global order (ties to the lowest index).
-        # (The time, not the wake: a step due to start at ``c`` wakes just after
-        # ``c``, as ``advance`` starts the steps before its bound, but it comes
-        # before another replica's change one ulp after ``c``.)
-        heap = [(reps[j].next_change(), j) for j, w in enumerate(wakes) if w <= until and w < inf]
-        if not heap:
-            return
-        heapq.heapify(heap)
-        nextafter = math.nextafter
-        while heap:
-            j = heap[0][1]
-            n_h = len(heap)
-            if n_h > 2:  # the next change of another replica: the smaller child
-                a, b = heap[1], heap[2]
-                w2 = a[0] if a < b else b[0]
-            elif n_h == 2:
-                w2 = heap[1][0]
-            else:  # (the others change after until)
-                w2 = inf
-            bound = until if w2 > until else nextafter(w2, -inf)
-            w = wakes[j]
-            if bound < w:
-                bound = w
-            rep = reps[j]
-            rep.advance(bound)
-            w = wakes[j] = rep.wake()
-            active[j] = rep.n_private + rep.cache.pinned + rep.queued_blocks
-            if w <= until and w < inf:
-                heapq.heapreplace(heap, (rep.next_change(), j))
-            else:
-                heapq.heappop(heap)
-
     closed = parent is not None
     sim_arr: np.ndarray | None = None
     if closed:
@@ -497,7 +506,7 @@ def simulate(
                 if bj < 0 or best > head:
                     return
                 if coupled:
-                    advance_all(best)
+                    advance_all(reps, wakes, active, best)
                     for j in range(num_replicas):
                         if reps[j].finished:
                             drain(j)
@@ -537,7 +546,7 @@ def simulate(
         ids, limit = col.ids(i)
         r = -1
         if coupled:
-            advance_all(a)
+            advance_all(reps, wakes, active, a)
             min_wake = min(wakes)
         if fast_route is not None:
             # bring up to date only the replicas whose routing state changed
@@ -598,7 +607,7 @@ def simulate(
         if w < min_wake:
             min_wake = w
     if coupled:
-        advance_all(math.inf)
+        advance_all(reps, wakes, active, math.inf)
     for rep in reps:
         rep.advance(math.inf)
     if closed:

@@ -35,12 +35,21 @@ import math
 from collections import OrderedDict
 from collections.abc import Sequence
 from itertools import islice
+from typing import TYPE_CHECKING, Any
 
 from inferasim.sim.tierconfig import Tier
 from inferasim.sim.transfer import Link
 
+if TYPE_CHECKING:  # (scheduler imports this module; Seq is the owner of loads)
+    from inferasim.sim.scheduler import Seq
+
 # Internal (compiled with mypyc, see setup.py): the public class is Tier.
 __all__: list[str] = []
+
+def _load_order(o: Seq) -> tuple[float, int]:
+    """Sort key of load owners: delivery time, then request id."""
+    return (o.load_end, o.rid)
+
 
 class TierStore:
     """Block ids of one tier in LRU order, with a capacity in blocks (internal)."""
@@ -85,6 +94,9 @@ class ReplicaTiers:
     ) -> None:
         self.tiers = tuple(tiers)
         self.n = len(self.tiers)
+        # (the tiers' speeds as plain floats: read natively in the hot paths)
+        self.read_gbps: list[float] = [float(t.read_gbps) for t in self.tiers]
+        self.write_gbps: list[float] = [float(t.write_gbps) for t in self.tiers]
         self.block_bytes = float(kv_bytes_per_token) * block_size
         self.write_through = write_through
         self.stores: list[TierStore] = []
@@ -97,23 +109,25 @@ class ReplicaTiers:
             self.links.append(Link(t.read_gbps, t.latency_us))
         self.active = [k for k in range(self.n) if self.stores[k].capacity > 0]
         # (tier index, its blocks) of the active tiers, top first: the lookup order
-        self.lookup = [(k, self.stores[k].blocks) for k in self.active]
+        self.lookup: list[tuple[int, OrderedDict[int, None]]] = [
+            (k, self.stores[k].blocks) for k in self.active
+        ]
         self.zeros = [0] * self.n  # (a template for per-tier counts)
         # the next active tier below each tier (-1: the last one drops what it evicts)
-        self.below = [next((j for j in self.active if j > k), -1) for k in range(self.n)]
-        self.exclusive = [not t.shared for t in self.tiers]
+        self.below: list[int] = [next((j for j in self.active if j > k), -1) for k in range(self.n)]
+        self.exclusive: list[bool] = [not t.shared for t in self.tiers]
         # every tier shared: a request's place in them is the same from every
         # replica (the conductor looks it up once a request)
         self.all_shared = all(t.shared for t in self.tiers)
-        self.bytes_read = [0.0] * self.n
-        self.bytes_written = [0.0] * self.n
+        self.bytes_read: list[float] = [0.0] * self.n
+        self.bytes_written: list[float] = [0.0] * self.n
         # loads in flight: (tier, transfer id) -> owner (a sequence with ``loads_left``
         # and ``load_end``); owners whose loads are all delivered wait in ``ready``
-        self.owner: dict[tuple[int, int], object] = {}
-        self.ready: list[object] = []
+        self.owner: dict[tuple[int, int], Seq] = {}
+        self.ready: list[Seq] = []
 
     # ----------------------------------------------------------------- lookup
-    def where(self, h: int) -> int:
+    def where(self, h: object) -> int:
         """Index of the first active tier holding ``h`` (in ``lookup`` order), or -1."""
         for k, blocks in self.lookup:
             if h in blocks:
@@ -142,10 +156,13 @@ class ReplicaTiers:
         lookup = self.lookup
         counts = [0] * self.n
         mid: list[int] = []
-        seen: set[int] = set()
+        seen: set[object] = set()
+        # (ids as objects: dict and set lookups take them as they are, unboxed)
+        objs: list[Any] = ids
         r = start
+        k = 0
         while r < limit:
-            h = ids[r]
+            h = objs[r]
             if h in ref:
                 mid.append(h)
             else:
@@ -174,14 +191,21 @@ class ReplicaTiers:
         blocks = store.blocks
         cap = store.capacity
         nxt = self.below[k]
-        down: list[int] = []
-        fast = blocks.keys().isdisjoint(ids) and (distinct or len(set(ids)) == len(ids))
+        down: list[Any] = []
+        objs: list[Any] = ids  # (as objects: dict operations take them unboxed)
+        fast = True  # none held yet (a loop: cheaper compiled than keys().isdisjoint)
+        for h in objs:
+            if h in blocks:
+                fast = False
+                break
+        if fast and not distinct:
+            fast = len(set(objs)) == len(objs)
         if fast:
             # all new (the usual case): insert in order, then drop the overflow from
             # the LRU end (the same as one put at a time). (A loop of stores and
             # ``del`` of the oldest keys: cheaper than ``update`` and ``popitem``.)
-            new = len(ids)
-            for h in ids:
+            new = len(objs)
+            for h in objs:
                 blocks[h] = None
             over = len(blocks) - cap
             if over > 0:
@@ -198,7 +222,7 @@ class ReplicaTiers:
             move = blocks.move_to_end
             popitem = blocks.popitem
             peak = store.peak
-            for h in ids:
+            for h in objs:
                 if h in blocks:
                     move(h)
                     continue
@@ -216,7 +240,7 @@ class ReplicaTiers:
         if new:
             nbytes = new * self.block_bytes
             link = self.links[k]
-            link.start(t, nbytes, self.tiers[k].write_gbps)
+            link.start(t, nbytes, self.write_gbps[k])
             # take what the link delivered up to t (the new write ends after t; the
             # start advanced the link to t, as draining first would have)
             pending = link._pending
@@ -241,19 +265,23 @@ class ReplicaTiers:
     def take(self, k: int, ids: list[int]) -> None:
         """Blocks of tier ``k`` about to be loaded: an exclusive tier gives them up,
         a shared tier refreshes them."""
-        store = self.stores[k]
-        blocks = store.blocks
+        blocks = self.stores[k].blocks
+        objs: list[Any] = ids
         if self.exclusive[k]:
-            for h in ids:
+            for h in objs:
                 del blocks[h]
         else:
-            for h in ids:
-                blocks.move_to_end(h)
+            move = blocks.move_to_end
+            for h in objs:
+                move(h)
 
     def in_flight(self) -> bool:
         """Whether a transfer is in flight on any link (then a load estimate made
         now, :meth:`load_estimate_ms`, depends on when it is made)."""
-        return any(link.in_flight() for link in self.links)
+        for link in self.links:
+            if link.in_flight():
+                return True
+        return False
 
     def load_estimate_ms(self, t: float, counts: list[int]) -> float:
         """When loads of ``counts[k]`` blocks from each tier, started at ``t``, would
@@ -261,19 +289,19 @@ class ReplicaTiers:
         worst = 0.0
         for k, c in enumerate(counts):
             if c:
-                est = self.links[k].estimate_ms(t, c * self.block_bytes, self.tiers[k].read_gbps)
+                est = self.links[k].estimate_ms(t, c * self.block_bytes, self.read_gbps[k])
                 if est > worst:
                     worst = est
         return worst
 
-    def start_loads(self, t: float, counts: list[int], owner: object) -> list[tuple[int, int]]:
+    def start_loads(self, t: float, counts: list[int], owner: Seq) -> list[tuple[int, int]]:
         """Start one read per tier with blocks to load for ``owner``; return the
         ``(tier, transfer id)`` pairs."""
-        out = []
+        out: list[tuple[int, int]] = []
         for k, c in enumerate(counts):
             if c:
                 nbytes = c * self.block_bytes
-                key = (k, self.links[k].start(t, nbytes, self.tiers[k].read_gbps))
+                key = (k, self.links[k].start(t, nbytes, self.read_gbps[k]))
                 self.owner[key] = owner
                 out.append(key)
                 self.bytes_read[k] += nbytes
@@ -294,13 +322,13 @@ class ReplicaTiers:
         for when, tid in delivered:
             o = owner.pop((k, tid), None)
             if o is not None:
-                o.loads_left -= 1  # type: ignore[attr-defined]
-                if when > o.load_end:  # type: ignore[attr-defined]
-                    o.load_end = when  # type: ignore[attr-defined]
-                if not o.loads_left:  # type: ignore[attr-defined]
+                o.loads_left -= 1
+                if when > o.load_end:
+                    o.load_end = when
+                if not o.loads_left:
                     self.ready.append(o)
 
-    def collect(self, t: float) -> list[object]:
+    def collect(self, t: float) -> list[Seq]:
         """Owners whose loads were all delivered by ``t``, by delivery time then id."""
         for k, link in enumerate(self.links):
             if link.in_flight():
@@ -308,7 +336,7 @@ class ReplicaTiers:
         out = self.ready
         if out:
             self.ready = []
-            out.sort(key=lambda o: (o.load_end, o.rid))  # type: ignore[attr-defined]
+            out.sort(key=_load_order)
         return out
 
     def next_delivery(self, t: float) -> float:
@@ -319,7 +347,13 @@ class ReplicaTiers:
                 self._drain(k, t)
         if self.ready:
             return t
-        return min((link.next_done() for link in self.links if link.in_flight()), default=math.inf)
+        best = math.inf
+        for link in self.links:
+            if link.in_flight():
+                d = link.next_done()
+                if d < best:
+                    best = d
+        return best
 
     def backlog_ms(self, t: float) -> float:
         """Link time the transfers in flight still need, over all this replica's links."""
@@ -373,7 +407,7 @@ class HotReplicaTiers(ReplicaTiers):
                 if c > hot:
                     self.pending.append(h)
 
-    def start_loads(self, t: float, counts: list[int], owner: object) -> list[tuple[int, int]]:
+    def start_loads(self, t: float, counts: list[int], owner: Seq) -> list[tuple[int, int]]:
         """As :meth:`ReplicaTiers.start_loads`, then the hot copies are written."""
         out = super().start_loads(t, counts, owner)
         if self.pending:
