@@ -316,31 +316,38 @@ def advance_all(reps: list[Replica], wakes: list[float], active: list[int], unti
     kept up to date.
     """
     inf = math.inf
-    # the replicas with a change up to ``until``, as (time of that change,
-    # index): the heap's order is the global order (ties to the lowest index).
-    # (The time, not the wake: a step due to start at ``c`` wakes just after
-    # ``c``, as ``advance`` starts the steps before its bound, but it comes
-    # before another replica's change one ulp after ``c``.)
-    heap: list[tuple[float, int]] = []
-    for j in range(len(wakes)):
+    # the replicas with a change up to ``until`` (``on``) and the time of that
+    # change (``at``): the one with the smallest (time, index) goes next, the
+    # global order (ties to the lowest index). (The time, not the wake: a step
+    # due to start at ``c`` wakes just after ``c``, as ``advance`` starts the
+    # steps before its bound, but it comes before another replica's change one
+    # ulp after ``c``.) A scan of at most a few dozen replicas: cheaper compiled
+    # than a heap of tuples, and the same choices.
+    n = len(wakes)
+    on = [False] * n
+    at = [inf] * n
+    left = 0
+    for j in range(n):
         w = wakes[j]
         if w <= until and w < inf:
-            heap.append((reps[j].next_change(), j))
-    if not heap:
-        return
-    heapq.heapify(heap)
-    while heap:
-        j = heap[0][1]
-        n_h = len(heap)
-        if n_h > 2:  # the next change of another replica: the smaller child
-            w2 = heap[1][0]
-            b2 = heap[2][0]
-            if b2 < w2:  # (on a tie both times are the same)
-                w2 = b2
-        elif n_h == 2:
-            w2 = heap[1][0]
-        else:  # (the others change after until)
-            w2 = inf
+            on[j] = True
+            at[j] = reps[j].next_change()
+            left += 1
+    while left:
+        # the first (smallest time, then index) and the next change of another
+        j = -1
+        c1 = inf
+        w2 = inf  # (the others change after until when none is on)
+        for i in range(n):
+            if on[i]:
+                c = at[i]
+                if j < 0 or c < c1:
+                    if j >= 0:
+                        w2 = c1  # (c1 <= w2 always)
+                    c1 = c
+                    j = i
+                elif c < w2:
+                    w2 = c
         bound = until if w2 > until else math.nextafter(w2, -inf)
         w = wakes[j]
         if bound < w:
@@ -351,9 +358,10 @@ def advance_all(reps: list[Replica], wakes: list[float], active: list[int], unti
         wakes[j] = w
         active[j] = rep.n_private + rep.cache.pinned + rep.queued_blocks
         if w <= until and w < inf:
-            heapq.heapreplace(heap, (rep.next_change(), j))
+            at[j] = rep.next_change()
         else:
-            heapq.heappop(heap)
+            on[j] = False
+            left -= 1
 
 
 def simulate(

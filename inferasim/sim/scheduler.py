@@ -691,7 +691,8 @@ class Replica:
         """
         tiers = self.tiers
         assert tiers is not None
-        if tiers.where(ids[m]) < 0:  # (ids[m] is not in HBM: the usual miss below it too)
+        objs: list[Any] = ids
+        if tiers.where(objs[m]) < 0:  # (ids[m] is not in HBM: the usual miss below it too)
             return m, [0] * tiers.n, [], 0
         ref = self.cache.ref
         r, counts, mid = tiers.run(ids, m, limit, ref)
@@ -704,7 +705,8 @@ class Replica:
             if not tiers.load_estimate_ms(t, counts) < redo:
                 return m, counts, [], 0
         revive = 0
-        for h in mid:
+        mids: list[Any] = mid
+        for h in mids:
             if not ref[h]:
                 revive += 1
         return r, counts, mid, revive
@@ -713,14 +715,15 @@ class Replica:
         """Blocks of the reusable run of ``ids[:limit]`` by tier: ``[hbm, tier 0, ...]``
         (what admission would find with ``load_policy="always"``; routing use)."""
         ref = self.cache.ref
+        objs: list[Any] = ids  # (as objects: looked up without re-boxing)
         m = 0
-        while m < limit and ids[m] in ref:
+        while m < limit and objs[m] in ref:
             m += 1
         tiers = self.tiers
         assert tiers is not None
         if m == limit:
             return [m] + tiers.zeros
-        if tiers.where(ids[m]) < 0:  # (the usual miss: the run ends in HBM)
+        if tiers.where(objs[m]) < 0:  # (the usual miss: the run ends in HBM)
             return [m] + tiers.zeros
         _, counts, mid = tiers.run(ids, m, limit, ref)
         return [m + len(mid)] + counts
@@ -742,8 +745,9 @@ class Replica:
             cache.acquire(hashed)
         seq.hashed = hashed
         ref = cache.ref
-        lower = [h for h in ids[m:r] if h not in ref]
-        by_tier: list[list[int]] = [[] for _ in range(tiers.n)]
+        objs: list[Any] = ids[m:r]  # (as objects: looked up without re-boxing)
+        lower: list[Any] = [h for h in objs if h not in ref]
+        by_tier: list[list[Any]] = [[] for _ in range(tiers.n)]
         for h in lower:
             by_tier[tiers.where(h)].append(h)
         for k, hs in enumerate(by_tier):
