@@ -120,7 +120,7 @@ def _filled(caps: list[int], contents: list[list[int]]):
     rt, _ = _tiers(caps, shared_last=False)
     for k, store in enumerate(rt.stores):
         for h in contents[k][: store.capacity]:
-            store.blocks[h] = None
+            store.put(h)
     return rt, [list(s.blocks) if s.capacity > 0 else [] for s in rt.stores]
 
 

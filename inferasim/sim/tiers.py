@@ -32,9 +32,7 @@ Semantics (also in the :mod:`inferasim.sim` docstring):
 from __future__ import annotations
 
 import math
-from collections import OrderedDict
 from collections.abc import Sequence
-from itertools import islice
 from typing import TYPE_CHECKING, Any
 
 from inferasim.sim.tierconfig import Tier
@@ -52,13 +50,32 @@ def _load_order(o: Seq) -> tuple[float, int]:
 
 
 class TierStore:
-    """Block ids of one tier in LRU order, with a capacity in blocks (internal)."""
+    """Block ids of one tier in LRU order, with a capacity in blocks (internal).
 
-    __slots__ = ("capacity", "blocks", "peak", "changes", "log")
+    ``blocks`` maps each id held to its *stamp* and iterates in LRU order (a
+    refresh re-inserts the id); ``order`` lists the ids in the order they
+    were (re)inserted, stale entries included: its entry ``i`` has stamp
+    ``base + i`` and is live while ``blocks`` holds that stamp for its id;
+    the entries before ``head`` are all gone. (A plain dict and a list: cheaper
+    compiled than an OrderedDict, the same order.)
+
+    Examples
+    --------
+    >>> s = TierStore(2)
+    >>> s.put(1), s.put(2), s.put(1), s.put(3)   # 1 refreshed: 2 is the LRU
+    (None, None, None, 2)
+    >>> list(s.blocks), s.peak
+    ([1, 3], 2)
+    """
+
+    __slots__ = ("capacity", "blocks", "order", "base", "head", "peak", "changes", "log")
 
     def __init__(self, capacity: int, log: bool = False) -> None:
         self.capacity = capacity
-        self.blocks: OrderedDict[int, None] = OrderedDict()
+        self.blocks: dict[int, int] = {}
+        self.order: list[Any] = []
+        self.base = 0  # stamp of order[0]
+        self.head = 0  # order[:head] are stale
         self.peak = 0
         # (time, size) after each change, for a shared tier's timeline
         self.log: list[tuple[float, int]] | None = [] if log else None
@@ -67,14 +84,64 @@ class TierStore:
         """Insert (or refresh) ``h`` as the most recent; return the evicted id, if any."""
         blocks = self.blocks
         if h in blocks:
-            blocks.move_to_end(h)
+            self.refresh(h)
             return None
-        blocks[h] = None
+        blocks[h] = self.base + len(self.order)
+        self.order.append(h)
         if len(blocks) > self.capacity:
-            return blocks.popitem(last=False)[0]
+            out: int = self.pop_oldest(1)[0]
+            self.compact()
+            return out
         if len(blocks) > self.peak:
             self.peak = len(blocks)
         return None
+
+    def refresh(self, h: object) -> None:
+        """Make ``h`` (held) the most recent."""
+        blocks: dict[Any, int] = self.blocks
+        del blocks[h]
+        blocks[h] = self.base + len(self.order)
+        self.order.append(h)
+
+    def pop_oldest(self, count: int) -> list[Any]:
+        """Drop the ``count`` least recent ids (at most the ids held); return them,
+        LRU first."""
+        blocks: dict[Any, int] = self.blocks
+        order = self.order
+        base = self.base
+        i = self.head
+        out: list[Any] = []
+        while len(out) < count:
+            h = order[i]
+            if blocks.get(h, -1) == base + i:
+                del blocks[h]
+                out.append(h)
+            i += 1
+        self.head = i
+        return out
+
+    def compact(self) -> None:
+        """Trim the stale entries of ``order`` once they outnumber the live ones
+        (amortized: each trim drops at least half of them)."""
+        blocks = self.blocks
+        order = self.order
+        stale = len(order) - len(blocks)
+        if stale <= len(blocks) + 64:
+            return
+        head = self.head
+        if 2 * head >= stale:  # most of them are gone from the front: cut those
+            del order[:head]
+            self.base += head
+            self.head = 0
+            return
+        # (refreshed or taken ids in between: renumber; blocks is in LRU order)
+        s = 0
+        for h in blocks:
+            blocks[h] = s
+            s += 1
+        self.order = list(blocks)
+        self.base = 0
+        self.head = 0
 
 
 class ReplicaTiers:
@@ -109,7 +176,7 @@ class ReplicaTiers:
             self.links.append(Link(t.read_gbps, t.latency_us))
         self.active = [k for k in range(self.n) if self.stores[k].capacity > 0]
         # (tier index, its blocks) of the active tiers, top first: the lookup order
-        self.lookup: list[tuple[int, OrderedDict[int, None]]] = [
+        self.lookup: list[tuple[int, dict[int, int]]] = [
             (k, self.stores[k].blocks) for k in self.active
         ]
         self.zeros = [0] * self.n  # (a template for per-tier counts)
@@ -188,7 +255,7 @@ class ReplicaTiers:
         cascade its evictions down. ``distinct``: the caller knows the ids are
         distinct (blocks evicted from one store)."""
         store = self.stores[k]
-        blocks = store.blocks
+        blocks: dict[Any, int] = store.blocks
         cap = store.capacity
         nxt = self.below[k]
         down: list[Any] = []
@@ -200,18 +267,19 @@ class ReplicaTiers:
                 break
         if fast and not distinct:
             fast = len(set(objs)) == len(objs)
+        order = store.order
         if fast:
             # all new (the usual case): insert in order, then drop the overflow from
-            # the LRU end (the same as one put at a time). (A loop of stores and
-            # ``del`` of the oldest keys: cheaper than ``update`` and ``popitem``.)
+            # the LRU end (the same as one put at a time)
             new = len(objs)
+            stamp = store.base + len(order)
             for h in objs:
-                blocks[h] = None
+                blocks[h] = stamp
+                order.append(h)
+                stamp += 1
             over = len(blocks) - cap
             if over > 0:
-                down = list(islice(blocks, over))
-                for h in down:
-                    del blocks[h]
+                down = store.pop_oldest(over)
                 if nxt < 0:  # the last tier drops them
                     down = []
                 store.peak = cap
@@ -219,22 +287,22 @@ class ReplicaTiers:
                 store.peak = len(blocks)
         else:  # one put at a time (TierStore.put, inlined)
             new = 0
-            move = blocks.move_to_end
-            popitem = blocks.popitem
             peak = store.peak
             for h in objs:
                 if h in blocks:
-                    move(h)
+                    store.refresh(h)
                     continue
                 new += 1
-                blocks[h] = None
+                blocks[h] = store.base + len(order)
+                order.append(h)
                 if len(blocks) > cap:
-                    down.append(popitem(False)[0])
+                    down.append(store.pop_oldest(1)[0])
                 elif len(blocks) > peak:
                     peak = len(blocks)
             store.peak = peak
             if nxt < 0:
                 down = []
+        store.compact()
         if store.log is not None:
             store.log.append((t, len(blocks)))
         if new:
@@ -265,15 +333,16 @@ class ReplicaTiers:
     def take(self, k: int, ids: list[int]) -> None:
         """Blocks of tier ``k`` about to be loaded: an exclusive tier gives them up,
         a shared tier refreshes them."""
-        blocks = self.stores[k].blocks
+        store = self.stores[k]
         objs: list[Any] = ids
         if self.exclusive[k]:
+            blocks: dict[Any, int] = store.blocks
             for h in objs:
                 del blocks[h]
         else:
-            move = blocks.move_to_end
             for h in objs:
-                move(h)
+                store.refresh(h)
+        store.compact()
 
     def in_flight(self) -> bool:
         """Whether a transfer is in flight on any link (then a load estimate made
