@@ -241,7 +241,7 @@ class ReplicaTiers:
                 if h in seen:
                     break
                 seen.add(h)
-                counts[k] += 1
+                counts[k] = counts[k] + 1  # (an augmented item assignment is generic)
             r += 1
         return r, counts, mid
 
@@ -314,7 +314,8 @@ class ReplicaTiers:
             pending = link._pending
             if pending and pending[0][0] <= t:
                 self._drain(k, t)
-            self.bytes_written[k] += nbytes
+            written = self.bytes_written
+            written[k] = written[k] + nbytes
         if down:  # (distinct when popped in one batch; one put at a time may evict
             # a block, write it again and evict it again)
             self._write(t, nxt, down, fast)
@@ -373,7 +374,7 @@ class ReplicaTiers:
                 key = (k, self.links[k].start(t, nbytes, self.read_gbps[k]))
                 self.owner[key] = owner
                 out.append(key)
-                self.bytes_read[k] += nbytes
+                self.bytes_read[k] = self.bytes_read[k] + nbytes
         return out
 
     def cancel(self, t: float, keys: list[tuple[int, int]]) -> None:

@@ -211,7 +211,7 @@ class Link:
         if self._n:
             heap, active = self._heap, self._active
             while active.get(heap[0][1], -1.0) != heap[0][0]:
-                heapq.heappop(heap)
+                heappop(heap)
             end = self._t + (heap[0][0] - self._v) * self._n + self.latency_ms
             if end < best:
                 best = end
@@ -230,7 +230,7 @@ class Link:
         out = []
         pending = self._pending
         while pending and pending[0][0] <= t:
-            out.append(heapq.heappop(pending)[1])
+            out.append(heappop(pending)[1])
         return out
 
     def pop_delivered(self, t: float) -> list[tuple[float, int]]:
@@ -246,7 +246,7 @@ class Link:
         out = []
         pending = self._pending
         while pending and pending[0][0] <= t:
-            out.append(heapq.heappop(pending))
+            out.append(heappop(pending))
         return out
 
     def in_flight(self) -> int:
