@@ -120,7 +120,7 @@ def _filled(caps: list[int], contents: list[list[int]]):
     rt, _ = _tiers(caps, shared_last=False)
     for k, store in enumerate(rt.stores):
         for h in contents[k][: store.capacity]:
-            store.blocks[h] = None
+            store.put(h)
     return rt, [list(s.blocks) if s.capacity > 0 else [] for s in rt.stores]
 
 
@@ -186,3 +186,40 @@ def test_lower_run_equals_the_plain_walk(caps, contents, hbm, ids, cut):
     assert got == _reference_lower_run(hbm, stores, ids, m, limit)
     # the routers' estimate is the same walk: HBM blocks first, then each tier's
     assert rep.tier_match(ids, limit) == [m + len(got[2])] + got[1]
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    cap=st.integers(1, 6),
+    shared=st.booleans(),
+    spread=st.integers(0, 12),
+    ops=st.lists(st.tuples(st.booleans(), st.integers(0, 17)), min_size=300, max_size=700),
+)
+def test_long_runs_keep_the_lru_order(cap, shared, spread, ops):
+    """A store's order survives its bookkeeping: long random runs of one-block writes
+    and loads (an exclusive tier gives the block up, a shared one refreshes it) leave
+    exactly the blocks of a plain LRU list, in its order, with the same evictions;
+    the stale entries behind the store's order stay bounded (they are trimmed, from
+    the front when evictions consumed them, else by renumbering). In the first
+    half ids come from ``cap`` values (nothing is evicted: refreshes pile up and
+    the entries are renumbered), then from ``cap + 1 + spread`` (evictions)."""
+    rt, _ = _tiers([cap], shared_last=shared)
+    store = rt.stores[0]
+    ref: list[int] = []
+    for t, (write, h) in enumerate(ops):
+        h %= cap if 2 * t < len(ops) else cap + 1 + spread
+        if write:
+            rt._write(float(t), 0, [h])  # (the last tier: its evictions are dropped)
+            if h in ref:  # a write of a held block refreshes it
+                ref.remove(h)
+            ref.append(h)
+            if len(ref) > cap:
+                ref.pop(0)
+        elif h in ref:
+            rt.take(0, [h])
+            ref.remove(h)
+            if shared:  # the pool keeps its copy, now the most recent
+                ref.append(h)
+        assert list(store.blocks) == ref
+        # (an operation adds at most one stale entry; past live + 64 a trim runs)
+        assert len(store.order) - len(store.blocks) <= len(store.blocks) + 66

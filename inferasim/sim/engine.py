@@ -308,6 +308,64 @@ def session_children(parent: np.ndarray) -> dict[int, list[int]]:
     return children
 
 
+def advance_all(reps: list[Replica], wakes: list[float], active: list[int], until: float) -> None:
+    """Advance every replica to ``until`` in global time order (a shared tier).
+
+    The replica whose state changes first runs on to just before the next
+    change of any other (its events there come strictly first in the
+    global order), then the next; ties go one event at a time by index.
+    ``wakes`` and ``active`` (each replica's wake and active blocks) are
+    kept up to date.
+    """
+    inf = math.inf
+    # the replicas with a change up to ``until`` (``on``) and the time of that
+    # change (``at``): the one with the smallest (time, index) goes next, the
+    # global order (ties to the lowest index). (The time, not the wake: a step
+    # due to start at ``c`` wakes just after ``c``, as ``advance`` starts the
+    # steps before its bound, but it comes before another replica's change one
+    # ulp after ``c``.) A scan of at most a few dozen replicas: cheaper compiled
+    # than a heap of tuples, and the same choices.
+    n = len(wakes)
+    on = [False] * n
+    at = [inf] * n
+    left = 0
+    for j in range(n):
+        w = wakes[j]
+        if w <= until and w < inf:
+            on[j] = True
+            at[j] = reps[j].next_change()
+            left += 1
+    while left:
+        # the first (smallest time, then index) and the next change of another
+        j = -1
+        c1 = inf
+        w2 = inf  # (the others change after until when none is on)
+        for i in range(n):
+            if on[i]:
+                c = at[i]
+                if j < 0 or c < c1:
+                    if j >= 0:
+                        w2 = c1  # (c1 <= w2 always)
+                    c1 = c
+                    j = i
+                elif c < w2:
+                    w2 = c
+        bound = until if w2 > until else math.nextafter(w2, -inf)
+        w = wakes[j]
+        if bound < w:
+            bound = w
+        rep = reps[j]
+        rep.advance(bound)
+        w = rep.wake()
+        wakes[j] = w
+        active[j] = rep.n_private + rep.cache.pinned + rep.queued_blocks
+        if w <= until and w < inf:
+            at[j] = rep.next_change()
+        else:
+            on[j] = False
+            left -= 1
+
+
 def simulate(
     wl: Workload,
     *,
@@ -417,47 +475,6 @@ def simulate(
     # reads: replica state only changes in advance/arrive, each followed by an update
     active = [0] * num_replicas
 
-    def advance_all(until: float) -> None:
-        """Advance every replica to ``until`` in global time order (a shared tier).
-
-        The replica whose state changes first runs on to just before the next
-        change of any other (its events there come strictly first in the
-        global order), then the next; ties go one event at a time by index.
-        """
-        inf = math.inf
-        # the replicas with a change up to ``until``, as (time of that change,
-        # index): the heap's order is the global order (ties to the lowest index).
-        # (The time, not the wake: a step due to start at ``c`` wakes just after
-        # ``c``, as ``advance`` starts the steps before its bound, but it comes
-        # before another replica's change one ulp after ``c``.)
-        heap = [(reps[j].next_change(), j) for j, w in enumerate(wakes) if w <= until and w < inf]
-        if not heap:
-            return
-        heapq.heapify(heap)
-        nextafter = math.nextafter
-        while heap:
-            j = heap[0][1]
-            n_h = len(heap)
-            if n_h > 2:  # the next change of another replica: the smaller child
-                a, b = heap[1], heap[2]
-                w2 = a[0] if a < b else b[0]
-            elif n_h == 2:
-                w2 = heap[1][0]
-            else:  # (the others change after until)
-                w2 = inf
-            bound = until if w2 > until else nextafter(w2, -inf)
-            w = wakes[j]
-            if bound < w:
-                bound = w
-            rep = reps[j]
-            rep.advance(bound)
-            w = wakes[j] = rep.wake()
-            active[j] = rep.n_private + rep.cache.pinned + rep.queued_blocks
-            if w <= until and w < inf:
-                heapq.heapreplace(heap, (rep.next_change(), j))
-            else:
-                heapq.heappop(heap)
-
     closed = parent is not None
     sim_arr: np.ndarray | None = None
     if closed:
@@ -499,7 +516,7 @@ def simulate(
                 if bj < 0 or best > head:
                     return
                 if coupled:
-                    advance_all(best)
+                    advance_all(reps, wakes, active, best)
                     for j in range(num_replicas):
                         if reps[j].finished:
                             drain(j)
@@ -539,7 +556,7 @@ def simulate(
         ids, limit = col.ids(i)
         r = -1
         if coupled:
-            advance_all(a)
+            advance_all(reps, wakes, active, a)
             min_wake = min(wakes)
         if fast_route is not None:
             # bring up to date only the replicas whose routing state changed
@@ -600,7 +617,7 @@ def simulate(
         if w < min_wake:
             min_wake = w
     if coupled:
-        advance_all(math.inf)
+        advance_all(reps, wakes, active, math.inf)
     for rep in reps:
         rep.advance(math.inf)
     if closed:

@@ -50,6 +50,7 @@ from typing import Any
 import numpy as np
 
 from inferasim.sim.cache import BlockCache
+from inferasim.sim.tiers import ReplicaTiers
 
 # Internal: the public API is inferasim.sim.Simulator.
 __all__: list[str] = []
@@ -230,7 +231,7 @@ class Replica:
         jump: bool,
         plan_cap: int = 4096,
         role: str = "both",
-        tiers: Any = None,
+        tiers: ReplicaTiers | None = None,
         write_through: bool = False,
         load_policy: str = "faster",
     ) -> None:
@@ -265,7 +266,7 @@ class Replica:
         self.jump = jump
         self.plan_cap = plan_cap if jump else 1
         # lower KV tiers (a ReplicaTiers with at least one tier holding blocks, or None)
-        self.tiers = tiers
+        self.tiers: ReplicaTiers | None = tiers
         self.write_through = write_through and tiers is not None
         self.load_always = load_policy == "always"
         self.step0 = float(cost.step_time_ms(0, 0, 0, 0)) if tiers is not None else 0.0
@@ -473,7 +474,7 @@ class Replica:
             computed = self._leave_decode(seq)
         elif seq.state == LOADING:  # its loads are dropped (the blocks are lost)
             computed = seq.computed
-            self.tiers.cancel(self.clock, seq.loads)
+            self.tiers.cancel(self.clock, seq.loads)  # type: ignore[union-attr]
             seq.loads = []
             self.n_loading -= 1
         else:
@@ -501,7 +502,7 @@ class Replica:
             self.busy_start = t
         self.idle_wait = False
         if self.n_loading:
-            for seq in self.tiers.collect(t):
+            for seq in self.tiers.collect(t):  # type: ignore[union-attr]
                 self._loaded(seq)
         bs = self.bs
         cache = self.cache
@@ -539,7 +540,7 @@ class Replica:
         if not chunks and not B:
             if self.n_loading:
                 # nothing runs before a load arrives: retry then (or at an arrival)
-                self.clock = self.tiers.next_delivery(t)
+                self.clock = self.tiers.next_delivery(t)  # type: ignore[union-attr]
                 self.idle_wait = True
                 return
             if preempted and self.role != "both":  # memory was freed: admit again
@@ -689,7 +690,9 @@ class Replica:
         those are evictable now.
         """
         tiers = self.tiers
-        if tiers.where(ids[m]) < 0:  # (ids[m] is not in HBM: the usual miss below it too)
+        assert tiers is not None
+        objs: list[Any] = ids
+        if tiers.where(objs[m]) < 0:  # (ids[m] is not in HBM: the usual miss below it too)
             return m, [0] * tiers.n, [], 0
         ref = self.cache.ref
         r, counts, mid = tiers.run(ids, m, limit, ref)
@@ -702,7 +705,8 @@ class Replica:
             if not tiers.load_estimate_ms(t, counts) < redo:
                 return m, counts, [], 0
         revive = 0
-        for h in mid:
+        mids: list[Any] = mid
+        for h in mids:
             if not ref[h]:
                 revive += 1
         return r, counts, mid, revive
@@ -711,13 +715,15 @@ class Replica:
         """Blocks of the reusable run of ``ids[:limit]`` by tier: ``[hbm, tier 0, ...]``
         (what admission would find with ``load_policy="always"``; routing use)."""
         ref = self.cache.ref
+        objs: list[Any] = ids  # (as objects: looked up without re-boxing)
         m = 0
-        while m < limit and ids[m] in ref:
+        while m < limit and objs[m] in ref:
             m += 1
         tiers = self.tiers
+        assert tiers is not None
         if m == limit:
             return [m] + tiers.zeros
-        if tiers.where(ids[m]) < 0:  # (the usual miss: the run ends in HBM)
+        if tiers.where(objs[m]) < 0:  # (the usual miss: the run ends in HBM)
             return [m] + tiers.zeros
         _, counts, mid = tiers.run(ids, m, limit, ref)
         return [m + len(mid)] + counts
@@ -730,6 +736,7 @@ class Replica:
         bs = self.bs
         cache = self.cache
         tiers = self.tiers
+        assert tiers is not None
         ids = seq.ids
         hashed = ids[:m]
         if mid:
@@ -738,8 +745,9 @@ class Replica:
             cache.acquire(hashed)
         seq.hashed = hashed
         ref = cache.ref
-        lower = [h for h in ids[m:r] if h not in ref]
-        by_tier: list[list[int]] = [[] for _ in range(tiers.n)]
+        objs: list[Any] = ids[m:r]  # (as objects: looked up without re-boxing)
+        lower: list[Any] = [h for h in objs if h not in ref]
+        by_tier: list[list[Any]] = [[] for _ in range(tiers.n)]
         for h in lower:
             by_tier[tiers.where(h)].append(h)
         for k, hs in enumerate(by_tier):
@@ -1249,7 +1257,7 @@ class Replica:
                         k = cache.register_run(ids[j0:j1], seq.hashed, j0)
                         self.n_private -= k
                         if k and self.write_through:
-                            self.tiers.write_through_blocks(e, seq.hashed[-k:])
+                            self.tiers.write_through_blocks(e, seq.hashed[-k:])  # type: ignore[union-attr]
                 if c == seq.tokens:
                     seq.gen += 1
                     self.outstanding -= 1

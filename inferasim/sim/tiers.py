@@ -32,24 +32,50 @@ Semantics (also in the :mod:`inferasim.sim` docstring):
 from __future__ import annotations
 
 import math
-from collections import OrderedDict
 from collections.abc import Sequence
-from itertools import islice
+from typing import TYPE_CHECKING, Any
 
 from inferasim.sim.tierconfig import Tier
 from inferasim.sim.transfer import Link
 
+if TYPE_CHECKING:  # (scheduler imports this module; Seq is the owner of loads)
+    from inferasim.sim.scheduler import Seq
+
 # Internal (compiled with mypyc, see setup.py): the public class is Tier.
 __all__: list[str] = []
 
-class TierStore:
-    """Block ids of one tier in LRU order, with a capacity in blocks (internal)."""
+def _load_order(o: Seq) -> tuple[float, int]:
+    """Sort key of load owners: delivery time, then request id."""
+    return (o.load_end, o.rid)
 
-    __slots__ = ("capacity", "blocks", "peak", "changes", "log")
+
+class TierStore:
+    """Block ids of one tier in LRU order, with a capacity in blocks (internal).
+
+    ``blocks`` maps each id held to its *stamp* and iterates in LRU order (a
+    refresh re-inserts the id); ``order`` lists the ids in the order they
+    were (re)inserted, stale entries included: its entry ``i`` has stamp
+    ``base + i`` and is live while ``blocks`` holds that stamp for its id;
+    the entries before ``head`` are all gone. (A plain dict and a list: cheaper
+    compiled than an OrderedDict, the same order.)
+
+    Examples
+    --------
+    >>> s = TierStore(2)
+    >>> s.put(1), s.put(2), s.put(1), s.put(3)   # 1 refreshed: 2 is the LRU
+    (None, None, None, 2)
+    >>> list(s.blocks), s.peak
+    ([1, 3], 2)
+    """
+
+    __slots__ = ("capacity", "blocks", "order", "base", "head", "peak", "changes", "log")
 
     def __init__(self, capacity: int, log: bool = False) -> None:
         self.capacity = capacity
-        self.blocks: OrderedDict[int, None] = OrderedDict()
+        self.blocks: dict[int, int] = {}
+        self.order: list[Any] = []
+        self.base = 0  # stamp of order[0]
+        self.head = 0  # order[:head] are stale
         self.peak = 0
         # (time, size) after each change, for a shared tier's timeline
         self.log: list[tuple[float, int]] | None = [] if log else None
@@ -58,14 +84,64 @@ class TierStore:
         """Insert (or refresh) ``h`` as the most recent; return the evicted id, if any."""
         blocks = self.blocks
         if h in blocks:
-            blocks.move_to_end(h)
+            self.refresh(h)
             return None
-        blocks[h] = None
+        blocks[h] = self.base + len(self.order)
+        self.order.append(h)
         if len(blocks) > self.capacity:
-            return blocks.popitem(last=False)[0]
+            out: int = self.pop_oldest(1)[0]
+            self.compact()
+            return out
         if len(blocks) > self.peak:
             self.peak = len(blocks)
         return None
+
+    def refresh(self, h: object) -> None:
+        """Make ``h`` (held) the most recent."""
+        blocks: dict[Any, int] = self.blocks
+        del blocks[h]
+        blocks[h] = self.base + len(self.order)
+        self.order.append(h)
+
+    def pop_oldest(self, count: int) -> list[Any]:
+        """Drop the ``count`` least recent ids (at most the ids held); return them,
+        LRU first."""
+        blocks: dict[Any, int] = self.blocks
+        order = self.order
+        base = self.base
+        i = self.head
+        out: list[Any] = []
+        while len(out) < count:
+            h = order[i]
+            if blocks.get(h, -1) == base + i:
+                del blocks[h]
+                out.append(h)
+            i += 1
+        self.head = i
+        return out
+
+    def compact(self) -> None:
+        """Trim the stale entries of ``order`` once they outnumber the live ones
+        (amortized: each trim drops at least half of them)."""
+        blocks = self.blocks
+        order = self.order
+        stale = len(order) - len(blocks)
+        if stale <= len(blocks) + 64:
+            return
+        head = self.head
+        if 2 * head >= stale:  # most of them are gone from the front: cut those
+            del order[:head]
+            self.base += head
+            self.head = 0
+            return
+        # (refreshed or taken ids in between: renumber; blocks is in LRU order)
+        s = 0
+        for h in blocks:
+            blocks[h] = s
+            s += 1
+        self.order = list(blocks)
+        self.base = 0
+        self.head = 0
 
 
 class ReplicaTiers:
@@ -85,6 +161,9 @@ class ReplicaTiers:
     ) -> None:
         self.tiers = tuple(tiers)
         self.n = len(self.tiers)
+        # (the tiers' speeds as plain floats: read natively in the hot paths)
+        self.read_gbps: list[float] = [float(t.read_gbps) for t in self.tiers]
+        self.write_gbps: list[float] = [float(t.write_gbps) for t in self.tiers]
         self.block_bytes = float(kv_bytes_per_token) * block_size
         self.write_through = write_through
         self.stores: list[TierStore] = []
@@ -97,23 +176,25 @@ class ReplicaTiers:
             self.links.append(Link(t.read_gbps, t.latency_us))
         self.active = [k for k in range(self.n) if self.stores[k].capacity > 0]
         # (tier index, its blocks) of the active tiers, top first: the lookup order
-        self.lookup = [(k, self.stores[k].blocks) for k in self.active]
+        self.lookup: list[tuple[int, dict[int, int]]] = [
+            (k, self.stores[k].blocks) for k in self.active
+        ]
         self.zeros = [0] * self.n  # (a template for per-tier counts)
         # the next active tier below each tier (-1: the last one drops what it evicts)
-        self.below = [next((j for j in self.active if j > k), -1) for k in range(self.n)]
-        self.exclusive = [not t.shared for t in self.tiers]
+        self.below: list[int] = [next((j for j in self.active if j > k), -1) for k in range(self.n)]
+        self.exclusive: list[bool] = [not t.shared for t in self.tiers]
         # every tier shared: a request's place in them is the same from every
         # replica (the conductor looks it up once a request)
         self.all_shared = all(t.shared for t in self.tiers)
-        self.bytes_read = [0.0] * self.n
-        self.bytes_written = [0.0] * self.n
+        self.bytes_read: list[float] = [0.0] * self.n
+        self.bytes_written: list[float] = [0.0] * self.n
         # loads in flight: (tier, transfer id) -> owner (a sequence with ``loads_left``
         # and ``load_end``); owners whose loads are all delivered wait in ``ready``
-        self.owner: dict[tuple[int, int], object] = {}
-        self.ready: list[object] = []
+        self.owner: dict[tuple[int, int], Seq] = {}
+        self.ready: list[Seq] = []
 
     # ----------------------------------------------------------------- lookup
-    def where(self, h: int) -> int:
+    def where(self, h: object) -> int:
         """Index of the first active tier holding ``h`` (in ``lookup`` order), or -1."""
         for k, blocks in self.lookup:
             if h in blocks:
@@ -142,10 +223,13 @@ class ReplicaTiers:
         lookup = self.lookup
         counts = [0] * self.n
         mid: list[int] = []
-        seen: set[int] = set()
+        seen: set[object] = set()
+        # (ids as objects: dict and set lookups take them as they are, unboxed)
+        objs: list[Any] = ids
         r = start
+        k = 0
         while r < limit:
-            h = ids[r]
+            h = objs[r]
             if h in ref:
                 mid.append(h)
             else:
@@ -157,7 +241,7 @@ class ReplicaTiers:
                 if h in seen:
                     break
                 seen.add(h)
-                counts[k] += 1
+                counts[k] = counts[k] + 1  # (an augmented item assignment is generic)
             r += 1
         return r, counts, mid
 
@@ -171,23 +255,31 @@ class ReplicaTiers:
         cascade its evictions down. ``distinct``: the caller knows the ids are
         distinct (blocks evicted from one store)."""
         store = self.stores[k]
-        blocks = store.blocks
+        blocks: dict[Any, int] = store.blocks
         cap = store.capacity
         nxt = self.below[k]
-        down: list[int] = []
-        fast = blocks.keys().isdisjoint(ids) and (distinct or len(set(ids)) == len(ids))
+        down: list[Any] = []
+        objs: list[Any] = ids  # (as objects: dict operations take them unboxed)
+        fast = True  # none held yet (a loop: cheaper compiled than keys().isdisjoint)
+        for h in objs:
+            if h in blocks:
+                fast = False
+                break
+        if fast and not distinct:
+            fast = len(set(objs)) == len(objs)
+        order = store.order
         if fast:
             # all new (the usual case): insert in order, then drop the overflow from
-            # the LRU end (the same as one put at a time). (A loop of stores and
-            # ``del`` of the oldest keys: cheaper than ``update`` and ``popitem``.)
-            new = len(ids)
-            for h in ids:
-                blocks[h] = None
+            # the LRU end (the same as one put at a time)
+            new = len(objs)
+            stamp = store.base + len(order)
+            for h in objs:
+                blocks[h] = stamp
+                order.append(h)
+                stamp += 1
             over = len(blocks) - cap
             if over > 0:
-                down = list(islice(blocks, over))
-                for h in down:
-                    del blocks[h]
+                down = store.pop_oldest(over)
                 if nxt < 0:  # the last tier drops them
                     down = []
                 store.peak = cap
@@ -195,34 +287,35 @@ class ReplicaTiers:
                 store.peak = len(blocks)
         else:  # one put at a time (TierStore.put, inlined)
             new = 0
-            move = blocks.move_to_end
-            popitem = blocks.popitem
             peak = store.peak
-            for h in ids:
+            for h in objs:
                 if h in blocks:
-                    move(h)
+                    store.refresh(h)
                     continue
                 new += 1
-                blocks[h] = None
+                blocks[h] = store.base + len(order)
+                order.append(h)
                 if len(blocks) > cap:
-                    down.append(popitem(False)[0])
+                    down.append(store.pop_oldest(1)[0])
                 elif len(blocks) > peak:
                     peak = len(blocks)
             store.peak = peak
             if nxt < 0:
                 down = []
+        store.compact()
         if store.log is not None:
             store.log.append((t, len(blocks)))
         if new:
             nbytes = new * self.block_bytes
             link = self.links[k]
-            link.start(t, nbytes, self.tiers[k].write_gbps)
+            link.start(t, nbytes, self.write_gbps[k])
             # take what the link delivered up to t (the new write ends after t; the
             # start advanced the link to t, as draining first would have)
             pending = link._pending
             if pending and pending[0][0] <= t:
                 self._drain(k, t)
-            self.bytes_written[k] += nbytes
+            written = self.bytes_written
+            written[k] = written[k] + nbytes
         if down:  # (distinct when popped in one batch; one put at a time may evict
             # a block, write it again and evict it again)
             self._write(t, nxt, down, fast)
@@ -242,18 +335,23 @@ class ReplicaTiers:
         """Blocks of tier ``k`` about to be loaded: an exclusive tier gives them up,
         a shared tier refreshes them."""
         store = self.stores[k]
-        blocks = store.blocks
+        objs: list[Any] = ids
         if self.exclusive[k]:
-            for h in ids:
+            blocks: dict[Any, int] = store.blocks
+            for h in objs:
                 del blocks[h]
         else:
-            for h in ids:
-                blocks.move_to_end(h)
+            for h in objs:
+                store.refresh(h)
+        store.compact()
 
     def in_flight(self) -> bool:
         """Whether a transfer is in flight on any link (then a load estimate made
         now, :meth:`load_estimate_ms`, depends on when it is made)."""
-        return any(link.in_flight() for link in self.links)
+        for link in self.links:
+            if link.in_flight():
+                return True
+        return False
 
     def load_estimate_ms(self, t: float, counts: list[int]) -> float:
         """When loads of ``counts[k]`` blocks from each tier, started at ``t``, would
@@ -261,22 +359,22 @@ class ReplicaTiers:
         worst = 0.0
         for k, c in enumerate(counts):
             if c:
-                est = self.links[k].estimate_ms(t, c * self.block_bytes, self.tiers[k].read_gbps)
+                est = self.links[k].estimate_ms(t, c * self.block_bytes, self.read_gbps[k])
                 if est > worst:
                     worst = est
         return worst
 
-    def start_loads(self, t: float, counts: list[int], owner: object) -> list[tuple[int, int]]:
+    def start_loads(self, t: float, counts: list[int], owner: Seq) -> list[tuple[int, int]]:
         """Start one read per tier with blocks to load for ``owner``; return the
         ``(tier, transfer id)`` pairs."""
-        out = []
+        out: list[tuple[int, int]] = []
         for k, c in enumerate(counts):
             if c:
                 nbytes = c * self.block_bytes
-                key = (k, self.links[k].start(t, nbytes, self.tiers[k].read_gbps))
+                key = (k, self.links[k].start(t, nbytes, self.read_gbps[k]))
                 self.owner[key] = owner
                 out.append(key)
-                self.bytes_read[k] += nbytes
+                self.bytes_read[k] = self.bytes_read[k] + nbytes
         return out
 
     def cancel(self, t: float, keys: list[tuple[int, int]]) -> None:
@@ -294,13 +392,13 @@ class ReplicaTiers:
         for when, tid in delivered:
             o = owner.pop((k, tid), None)
             if o is not None:
-                o.loads_left -= 1  # type: ignore[attr-defined]
-                if when > o.load_end:  # type: ignore[attr-defined]
-                    o.load_end = when  # type: ignore[attr-defined]
-                if not o.loads_left:  # type: ignore[attr-defined]
+                o.loads_left -= 1
+                if when > o.load_end:
+                    o.load_end = when
+                if not o.loads_left:
                     self.ready.append(o)
 
-    def collect(self, t: float) -> list[object]:
+    def collect(self, t: float) -> list[Seq]:
         """Owners whose loads were all delivered by ``t``, by delivery time then id."""
         for k, link in enumerate(self.links):
             if link.in_flight():
@@ -308,7 +406,7 @@ class ReplicaTiers:
         out = self.ready
         if out:
             self.ready = []
-            out.sort(key=lambda o: (o.load_end, o.rid))  # type: ignore[attr-defined]
+            out.sort(key=_load_order)
         return out
 
     def next_delivery(self, t: float) -> float:
@@ -319,7 +417,13 @@ class ReplicaTiers:
                 self._drain(k, t)
         if self.ready:
             return t
-        return min((link.next_done() for link in self.links if link.in_flight()), default=math.inf)
+        best = math.inf
+        for link in self.links:
+            if link.in_flight():
+                d = link.next_done()
+                if d < best:
+                    best = d
+        return best
 
     def backlog_ms(self, t: float) -> float:
         """Link time the transfers in flight still need, over all this replica's links."""
@@ -373,7 +477,7 @@ class HotReplicaTiers(ReplicaTiers):
                 if c > hot:
                     self.pending.append(h)
 
-    def start_loads(self, t: float, counts: list[int], owner: object) -> list[tuple[int, int]]:
+    def start_loads(self, t: float, counts: list[int], owner: Seq) -> list[tuple[int, int]]:
         """As :meth:`ReplicaTiers.start_loads`, then the hot copies are written."""
         out = super().start_loads(t, counts, owner)
         if self.pending:

@@ -118,7 +118,7 @@ class Link:
             tt, v = self._t, self._v
             while n:
                 vf, tid = heap[0]
-                if active.get(tid) != vf:
+                if active.get(tid, -1.0) != vf:  # (virtual finishes are >= 0)
                     heappop(heap)
                     continue
                 end = tt + (vf - v) * n
@@ -210,8 +210,8 @@ class Link:
         best = self._pending[0][0] if self._pending else math.inf
         if self._n:
             heap, active = self._heap, self._active
-            while active.get(heap[0][1]) != heap[0][0]:
-                heapq.heappop(heap)
+            while active.get(heap[0][1], -1.0) != heap[0][0]:
+                heappop(heap)
             end = self._t + (heap[0][0] - self._v) * self._n + self.latency_ms
             if end < best:
                 best = end
@@ -230,7 +230,7 @@ class Link:
         out = []
         pending = self._pending
         while pending and pending[0][0] <= t:
-            out.append(heapq.heappop(pending)[1])
+            out.append(heappop(pending)[1])
         return out
 
     def pop_delivered(self, t: float) -> list[tuple[float, int]]:
@@ -246,7 +246,7 @@ class Link:
         out = []
         pending = self._pending
         while pending and pending[0][0] <= t:
-            out.append(heapq.heappop(pending))
+            out.append(heappop(pending))
         return out
 
     def in_flight(self) -> int:
