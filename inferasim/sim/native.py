@@ -70,10 +70,15 @@ def warn_if_stale() -> list[str]:
     stale: list[str] = []
     if not (Path(__file__).parents[2] / "setup.py").exists():
         return stale  # an installed wheel: built from the source it carries
+    here = Path(__file__).parent
+    # (the compiled code is in the shared library; a module's own extension is a shim
+    # that is not rebuilt when only the code changes)
+    shared = [p.stat().st_mtime for p in here.glob("*__mypyc*")]
     for name in NATIVE_MODULES:
         so = _origin(name)
         src = so.parent / (name.rsplit(".", 1)[1] + ".py")
-        if so.suffix != ".py" and src.exists() and src.stat().st_mtime > so.stat().st_mtime:
+        built = max([so.stat().st_mtime, *shared]) if so.suffix != ".py" else 0.0
+        if so.suffix != ".py" and src.exists() and src.stat().st_mtime > built:
             stale.append(name)
     if stale:
         warnings.warn(
