@@ -66,6 +66,9 @@ _SCALAR_STEPS = 64
 # (sized by the phases in use, not by the block size: 2**24 would be 128 MiB).
 _DENSE_PHASES = 1 << 16
 
+# Decode-step ends kept as Python floats before older ones move to an array.
+_DEND_KEEP = 1 << 14
+
 # A stretch runs through at most this many finishes (each costs a little Python;
 # 2 when the replica's last stretch ran at most 64 steps).
 _MAX_FINISHES = 8
@@ -311,7 +314,11 @@ class Replica:
         # episodes (request, d_join, d_leave, time of the token before d_join + 1):
         # a sequence's inter-token gaps in an episode are the durations of steps
         # d_join + 1 .. d_leave (it is in every one, so they run back to back)
+        # (the ends of steps dend_base.. in a list, the earlier ones moved to dend_old
+        # as C doubles: 8 bytes a step, see _archive_dend)
         self.dend: list[float] = [0.0]
+        self.dend_old = array("d")
+        self.dend_base = 0
         self.ep_rid = array("q")
         self.ep_a = array("q")
         self.ep_b = array("q")
@@ -481,7 +488,7 @@ class Replica:
             self.ep_a.append(seq.d_join)
             self.ep_b.append(D)
             self.ep_tok.append(seq.tok)
-            seq.tok = self.dend[D]
+            seq.tok = self.dend[D - self.dend_base]
         self.B -= 1
         self.S -= computed + 1
         i = (seq.d_join - seq.c_join) % self.bs
@@ -1159,7 +1166,10 @@ class Replica:
                 self._emit(e)
             B = self.B
             D = self.D = self.D + 1
-            self.dend.append(e)
+            dend = self.dend
+            dend.append(e)
+            if len(dend) > _DEND_KEEP:
+                self._archive_dend()
             self.S += B
             self.outstanding -= B
             heap = self.heap
@@ -1213,7 +1223,10 @@ class Replica:
         k = jn - j
         B = self.B
         self.D += k
-        self.dend.extend(ends[j:jn])  # (the same float objects)
+        dend = self.dend
+        dend.extend(ends[j:jn])  # (the same float objects)
+        if len(dend) > _DEND_KEEP:
+            self._archive_dend()
         self.S += B * k
         self.outstanding -= B * k
         self.steps += k
@@ -1267,7 +1280,10 @@ class Replica:
         D = self.D
         if B:
             D = self.D = D + 1
-            self.dend.append(e)
+            dend = self.dend
+            dend.append(e)
+            if len(dend) > _DEND_KEEP:
+                self._archive_dend()
             self.S += B
             self.outstanding -= B
             heap = self.heap
@@ -1333,6 +1349,8 @@ class Replica:
         if not len(self.ep_rid):
             return np.zeros(0, np.int64), np.zeros(0, np.float64)
         d = np.fromiter(self.dend, np.float64, len(self.dend))
+        if self.dend_base:
+            d = np.concatenate((np.frombuffer(self.dend_old, np.float64), d))
         a = np.array(self.ep_a, dtype=np.int64)
         b = np.array(self.ep_b, dtype=np.int64)
         gap = d[a + 1] - np.array(self.ep_tok, dtype=np.float64)
@@ -1345,6 +1363,15 @@ class Replica:
             steps = np.append(steps, 0.0)  # (reduceat needs hi < len)
             gap[inner] = np.maximum(gap[inner], np.maximum.reduceat(steps, idx)[0::2])
         return np.array(self.ep_rid, dtype=np.int64), gap
+
+    def _archive_dend(self) -> None:
+        """Move the decode-step ends but the last one (the only one read before
+        :meth:`gap_maxima`) to ``dend_old``, as C doubles."""
+        dend = self.dend
+        n = len(dend) - 1
+        self.dend_old.frombytes(np.fromiter(dend, np.float64, n).tobytes())
+        self.dend = dend[n:]
+        self.dend_base += n
 
     def _join_decode(self, seq: Seq, c: int) -> None:
         """Put a sequence with ``c`` computed tokens into the decode group."""
