@@ -404,3 +404,74 @@ def test_invariant_checker_sees_inside_the_jump(monkeypatch):
         checked = _Checked(m)
         Simulator(kv_blocks=40, cost_model=LinearCostModel(), progress=False).run(wl)
     assert checked.jump_checks > 0
+
+
+@pytest.mark.filterwarnings("ignore:RooflineCostModel.*the step time is a what-if:UserWarning")  # (extreme KV on purpose)
+@pytest.mark.parametrize(("model", "gpu", "tp"), ROOFLINES)
+@settings(max_examples=60, deadline=None)
+@given(
+    b=st.integers(0, 600),
+    s=st.integers(0, 3_000_000),
+    k=st.integers(0, 150),
+    p=st.integers(0, 20_000),
+    c0=st.integers(0, 200_000),
+)
+def test_roofline_kernel_equals_step_time_ms_bit_for_bit(model, gpu, tp, b, s, k, p, c0):
+    # The scheduler calls the model's compiled kernel directly: its decode run must
+    # be the sequential sum of step_time_ms(0, 0, b, s + b * j) (as _decode_run is),
+    # and its scalar step step_time_ms itself, for prefill chunks with decodes beside.
+    from inferasim.sim import RooflineCostModel
+
+    m = _rooflines(model, gpu, tp)
+    ends: list[float] = [-1.0]
+    last = m._kernel.run(ends, 7.25, b, s, k)
+    e = 7.25
+    for j in range(k):
+        e += m.step_time_ms(0, 0, b, s + b * j)
+        assert ends[j + 1] == e
+    assert last == e and len(ends) == k + 1
+    if k:
+        assert m._decode_run([], 7.25, b, s, k) == last  # (the table path for k > 3)
+    a = p * c0 + p * (p + 1) // 2  # attention pairs of a chunk of p after c0 cached
+    assert m._kernel.step_ints(p, a, b, s) == m.step_time_ms(p, a, b, s)
+    arr = m.step_time_ms(np.array([p]), np.array([a]), np.array([b]), np.array([s]))
+    assert m._kernel.step_ints(p, a, b, s) == arr[0]
+    assert isinstance(m, RooflineCostModel) and m._native_kernel() is m._kernel
+
+
+_MODELS: dict = {}
+
+
+def _rooflines(model, gpu, tp):
+    from inferasim.sim import RooflineCostModel
+
+    if (model, gpu, tp) not in _MODELS:
+        _MODELS[model, gpu, tp] = RooflineCostModel(model, gpu, tp=tp)
+    return _MODELS[model, gpu, tp]
+
+
+def test_a_roofline_subclass_overriding_step_time_is_not_bypassed():
+    # The scheduler calls the roofline's kernel natively only when the model's class
+    # leaves step_time_ms and _decode_run alone. A subclass pricing every step twice
+    # (its decode stretches still go through the inherited _decode_run): one request
+    # of 512 tokens runs one prefill step, its TTFT, which doubles. Pickling keeps the
+    # kernel (rebuilt from the constants).
+    import pickle
+
+    from inferasim.sim import RooflineCostModel
+
+    class Twice(RooflineCostModel):
+        def step_time_ms(self, p, a, d, c):
+            return 2 * super().step_time_ms(p, a, d, c)
+
+    base, twice = RooflineCostModel(), Twice()
+    assert base._native_kernel() is base._kernel and twice._native_kernel() is None
+    wl = Workload.from_requests([0.0], [512], [3], [[1, 2, 3]], block_size=16)
+    r0 = Simulator(kv_blocks=100, cost_model=base, progress=False).run(wl).requests.iloc[0]
+    r1 = Simulator(kv_blocks=100, cost_model=twice, progress=False).run(wl).requests.iloc[0]
+    assert r0.ttft_ms == base.step_time_ms(512, 512 * 513 // 2, 0, 0)
+    assert r1.ttft_ms == 2 * r0.ttft_ms  # (doubling is exact in floating point)
+    again = pickle.loads(pickle.dumps(base))
+    assert again._kernel is not base._kernel and again._kernel.run([], 1.0, 3, 900, 5) == (
+        base._kernel.run([], 1.0, 3, 900, 5)
+    )

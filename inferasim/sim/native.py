@@ -17,6 +17,7 @@ __all__ = ["NATIVE_MODULES", "native_modules"]
 
 #: The modules ``setup.py`` compiles (it reads this tuple from the source).
 NATIVE_MODULES = (
+    "inferasim.sim._roofline_kernel",
     "inferasim.sim.cache",
     "inferasim.sim.engine",
     "inferasim.sim.routing_fast",
@@ -41,7 +42,7 @@ def native_modules() -> dict[str, str]:
     >>> sorted(set(status.values()) - {"compiled", "interpreted"})
     []
     >>> list(status)[0]
-    'inferasim.sim.cache'
+    'inferasim.sim._roofline_kernel'
     """
     return {
         name: "interpreted" if _origin(name).suffix == ".py" else "compiled"

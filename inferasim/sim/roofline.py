@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from inferasim.sim._roofline_kernel import RooflineKernel
 from inferasim.sim.calibrate import (
     Calibration,
     check_names,
@@ -278,6 +279,8 @@ class RooflineCostModel:
         # decode step times by context, per batch size (see _dt_table): b -> (lo, hi, dts)
         self._dt_tables: dict[int, tuple[int, int, np.ndarray]] = {}
         self._dt_size = 0
+        # the scalar formulas on these constants (compiled with the simulator's core)
+        self._kernel = RooflineKernel(self)
 
     def _check_kv(self, p: Any, a: Any, d: Any, c: Any) -> None:
         """Warn once when the step's KV provably exceeds the GPU's budget.
@@ -422,16 +425,7 @@ class RooflineCostModel:
         return float(out) if np.ndim(out) == 0 else out
 
     def _step_scalar(self, p: float, a: float, d: float, c: float) -> float:
-        n = p + d
-        compute = (self._flops_per_token * n + self._flops_per_pair * (a + c)) / self._flops_per_s
-        if self.model_spec.is_moe:
-            touched = 1.0 - float(np.power(self._miss, n))
-            weights = self._dense_bytes_gpu + self._expert_bytes_gpu * touched
-        else:
-            weights = self._dense_bytes_gpu
-        memory = (weights + self._kv_gpu * (c + p)) / self._bytes_per_s
-        comm = self._comm_fixed_s + self._comm_per_token_s * n
-        return self.overhead_ms + 1e3 * (max(compute, memory) + comm)
+        return self._kernel.step(p, a, d, c)
 
     def _decode_run(self, ends: Any, e: float, b: int, s: int, k: int) -> float:
         """Append the ends of ``k`` pure-decode steps to ``ends`` (engine use).
@@ -528,35 +522,32 @@ class RooflineCostModel:
         state = self.__dict__.copy()
         state["_dt_tables"] = {}  # a cache: not pickled (sweeps ship models to workers)
         state["_dt_size"] = 0
+        del state["_kernel"]  # (rebuilt from the constants)
         return state
 
-    def _decode_loop(self, ends: list[float], e: float, b: int, s: int, k: int) -> float:
-        """:meth:`_decode_run` step by step on Python floats (short runs)."""
-        fpt, fpp, fps = self._flops_per_token, self._flops_per_pair, self._flops_per_s
-        kv, bps, oh = self._kv_gpu, self._bytes_per_s, self.overhead_ms
-        n = float(b)
-        weights, comm = self._batch_fixed(n)
-        fn = fpt * n
-        append = ends.append
-        cs = map(float, range(s, s + b * k, b)) if b > 0 else [float(s)] * k
-        c0, c1 = float(s), float(s + b * (k - 1))
-        if b > 0 and c1 / b > self._kv_limit_tokens:
-            self._warn_kv(c1 / b)
-        if (fn + fpp * c0) / fps < (weights + kv * c0) / bps * (1.0 - 1e-9) and (
-            fn + fpp * c1
-        ) / fps < (weights + kv * c1) / bps * (1.0 - 1e-9):
-            # memory-bound at both ends of the run by a margin (1e-9 of the memory
-            # time, which grows at most k-fold over the run) that rounding (~1e-16)
-            # cannot close, so at every step in between: both terms are linear in c
-            for c in cs:
-                e += oh + 1e3 * ((weights + kv * c) / bps + comm)
-                append(e)
-            return e
-        for c in cs:
-            compute = (fn + fpp * c) / fps
-            memory = (weights + kv * c) / bps
-            e += oh + 1e3 * ((compute if compute >= memory else memory) + comm)
-            append(e)
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._kernel = RooflineKernel(self)
+
+    def _native_kernel(self) -> RooflineKernel | None:
+        """The kernel the scheduler may call instead of :meth:`step_time_ms` and
+        :meth:`_decode_run` (None when a subclass overrides either)."""
+        cls = type(self)
+        if (
+            cls.step_time_ms is RooflineCostModel.step_time_ms
+            and cls._decode_run is RooflineCostModel._decode_run
+            and cls._step_scalar is RooflineCostModel._step_scalar
+        ):
+            return self._kernel
+        return None
+
+    def _decode_loop(self, ends: Any, e: float, b: int, s: int, k: int) -> float:
+        """:meth:`_decode_run` step by step (short runs; see ``RooflineKernel.run``)."""
+        if type(ends) is list:
+            return self._kernel.run(ends, e, b, s, k)
+        run: list[float] = []
+        e = self._kernel.run(run, e, b, s, k)
+        ends.extend(run)
         return e
 
     def _decode_dt(self, b: np.ndarray, c: np.ndarray) -> np.ndarray:

@@ -41,14 +41,14 @@ from __future__ import annotations
 
 import heapq
 import math
+import struct
 from array import array
-from bisect import bisect_left, bisect_right
 from collections import deque
-from itertools import accumulate
 from typing import Any
 
 import numpy as np
 
+from inferasim.sim._roofline_kernel import RooflineKernel
 from inferasim.sim.cache import BlockCache
 from inferasim.sim.tiers import ReplicaTiers
 
@@ -68,9 +68,48 @@ _SCALAR_STEPS = 64
 # (sized by the phases in use, not by the block size: 2**24 would be 128 MiB).
 _DENSE_PHASES = 1 << 16
 
+# Decode-step ends kept as Python floats before older ones move to an array.
+_DEND_KEEP = 1 << 14
+
 # A stretch runs through at most this many finishes (each costs a little Python;
 # 2 when the replica's last stretch ran at most 64 steps).
 _MAX_FINISHES = 8
+
+
+def _bisect_right(a: list[int], x: int) -> int:
+    """``bisect.bisect_right`` on a list of ints (a native loop when compiled)."""
+    lo, hi = 0, len(a)
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if x < a[mid]:
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
+def _bisect_right_f(a: list[float], x: float) -> int:
+    """``bisect.bisect_right`` on a list of floats."""
+    lo, hi = 0, len(a)
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if x < a[mid]:
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
+def _bisect_left_f(a: list[float], x: float) -> int:
+    """``bisect.bisect_left`` on a list of floats."""
+    lo, hi = 0, len(a)
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if a[mid] < x:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
 
 
 def _smallest_valid(
@@ -102,23 +141,6 @@ def _smallest_valid(
             if c < n:
                 heapq.heappush(cand, (heap[c], c))
     return out
-
-
-class _SparsePhases(dict):  # type: ignore[type-arg]
-    """A histogram indexed ``0..n-1`` like ``array("q")``, storing only used entries."""
-
-    def __init__(self, n: int) -> None:
-        super().__init__()
-        self.n = n
-
-    def __missing__(self, key: int) -> int:
-        return 0
-
-    def __getitem__(self, key: Any) -> Any:
-        if isinstance(key, slice):
-            get = dict.get
-            return array("q", [get(self, i, 0) for i in range(*key.indices(self.n))])
-        return dict.get(self, key, 0)
 
 
 def _bad_step(cost: Any, dt: Any, pt: Any, pa: Any, b: Any, s: Any) -> ValueError:
@@ -256,6 +278,9 @@ class Replica:
         self.long_runs = callable(run)
         dt = getattr(cost, "_decode_dt", None)
         self.decode_dt = dt if callable(dt) else self._decode_dt
+        # the roofline model's formulas, called natively (same step times, bit for bit)
+        native = getattr(cost, "_native_kernel", None)
+        self.kernel: RooflineKernel | None = native() if callable(native) else None
         self.bs = block_size
         self.capacity = capacity
         self.max_seqs = max_num_seqs
@@ -283,15 +308,19 @@ class Replica:
         self.B = 0
         self.S = 0
         self.D = 0
-        self.phase: Any = (
-            array("q", [0]) * block_size if block_size <= _DENSE_PHASES else _SparsePhases(block_size)
-        )
+        # (a list when dense, else empty and the histogram in the dict sphase)
+        self.phase: list[int] = [0] * block_size if block_size <= _DENSE_PHASES else []
+        self.sphase: dict[int, int] | None = None if block_size <= _DENSE_PHASES else {}
         self.heap: list[tuple[int, int, int, Seq]] = []
         # end time of decode step d (d = 1, 2, ...; index 0 unused) and the decode
         # episodes (request, d_join, d_leave, time of the token before d_join + 1):
         # a sequence's inter-token gaps in an episode are the durations of steps
         # d_join + 1 .. d_leave (it is in every one, so they run back to back)
-        self.dend = array("d", [0.0])
+        # (the ends of steps dend_base.. in a list, the earlier ones moved to dend_old
+        # as C doubles: 8 bytes a step, see _archive_dend)
+        self.dend: list[float] = [0.0]
+        self.dend_old = array("d")
+        self.dend_base = 0
         self.ep_rid = array("q")
         self.ep_a = array("q")
         self.ep_b = array("q")
@@ -304,9 +333,8 @@ class Replica:
         self.cur_B = 0
         self.p_K = 0
         self.p_pos = 0
-        # ends of the steps priced so far (lazily); C doubles: a step's end never
-        # becomes a Python float unless it is read
-        self.p_ends = array("d")
+        # ends of the steps priced so far (lazily)
+        self.p_ends: list[float] = []
         self.p_cum: list[int] = []  # blocks of steps 1..j+1
         self.p_fsteps: list[int] = []
         self.p_fi = 0
@@ -462,10 +490,15 @@ class Replica:
             self.ep_a.append(seq.d_join)
             self.ep_b.append(D)
             self.ep_tok.append(seq.tok)
-            seq.tok = self.dend[D]
+            seq.tok = self.dend[D - self.dend_base]
         self.B -= 1
         self.S -= computed + 1
-        self.phase[(seq.d_join - seq.c_join) % self.bs] -= 1
+        i = (seq.d_join - seq.c_join) % self.bs
+        sphase = self.sphase
+        if sphase is None:
+            self.phase[i] -= 1
+        else:
+            sphase[i] = sphase.get(i, 0) - 1
         return computed
 
     def _preempt_last(self) -> None:
@@ -510,7 +543,7 @@ class Replica:
         while True:
             B = self.B
             budget = self.max_tokens - B
-            need = self.phase[self.D % bs] if B else 0
+            need = self._phase_at(self.D % bs) if B else 0
             chunks = []
             for seq in self.prefilling:
                 if budget <= 0:
@@ -563,7 +596,11 @@ class Replica:
                 pt += n
                 pa += n * seq.computed + n * (n + 1) // 2
             self.cur_chunks = chunks
-            dt = float(self.cost(pt, pa, B, self.S))
+            kernel = self.kernel
+            if kernel is not None:
+                dt = kernel.step_ints(pt, pa, B, self.S)
+            else:
+                dt = float(self.cost(pt, pa, B, self.S))
             e = t + dt
             if not (dt >= 0.0 and e < math.inf):  # NaN fails too; the end must be finite
                 raise _bad_step(self.cost_model, dt, pt, pa, B, self.S)
@@ -828,24 +865,27 @@ class Replica:
             return
         # new blocks of steps 1..K-1: decode step d allocates phase[d % bs], minus the
         # sequences that finished before it
-        phase = self.phase
         bs = self.bs
         lo = (D + 1) % bs
         if lo + K - 1 <= bs:
-            counts = phase[lo : lo + K - 1]  # (an array.array copy)
+            counts = self._phases(lo, lo + K - 1)
         elif K - 1 <= bs:  # wraps once: O(K), also for a sparse histogram
-            counts = phase[lo:] + phase[: lo + K - 1 - bs]
+            counts = self._phases(lo, bs) + self._phases(0, lo + K - 1 - bs)
         else:
-            counts = ((phase[lo:] + phase[:lo]) * -(-(K - 1) // bs))[: K - 1]
+            counts = ((self._phases(lo, bs) + self._phases(0, lo)) * -(-(K - 1) // bs))[: K - 1]
         for f, seq in fins:
             first = f + 1 + ((seq.d_join - seq.c_join - D - f - 1) % bs)
             for x in range(first - 1, K - 1, bs):
                 counts[x] -= 1
-        cum = list(accumulate(counts))
+        cum = counts  # (summed in place: counts is a copy)
+        acc = 0
+        for x in range(len(cum)):
+            acc += cum[x]
+            cum[x] = acc
         free = self.capacity - self.n_private - len(self.cache.ref)
         limit = free if self.waiting else free + self.cache.evictable
         if cum[-1] > limit:  # (blocks freed by finishes ignored: a shorter stretch)
-            K = bisect_right(cum, limit) + 1
+            K = _bisect_right(cum, limit) + 1
             if K == 1:
                 self.p_K = 0
                 self.step_end = self._checked_run([], t, B, S, 1)
@@ -867,12 +907,24 @@ class Replica:
         # similar pace), at least 8 steps
         used = self.p_used
         self.p_chunk = used if used > 8 else 8
-        self.p_ends = array("d")
+        self.p_ends = []
         self.p_cum = cum if len(cum) == K - 1 else cum[: K - 1]
         self.p_K = K
         self.p_pos = 0
         self._set_horizon()  # (prices the steps it needs: at least the first one)
         self.step_end = self.p_ends[0]
+
+    def _phase_at(self, i: int) -> int:
+        """Decode sequences whose context is at block phase ``i``."""
+        sphase = self.sphase
+        return self.phase[i] if sphase is None else sphase.get(i, 0)
+
+    def _phases(self, lo: int, hi: int) -> list[int]:
+        """The phase histogram's entries ``lo..hi-1`` (a copy)."""
+        sphase = self.sphase
+        if sphase is None:
+            return self.phase[lo:hi]
+        return [sphase.get(i, 0) for i in range(lo, hi)]
 
     def _decode_run(self, ends: Any, e: float, b: int, s: int, k: int) -> float:
         """Append the ends of ``k`` decode steps of ``b`` sequences with ``s + b * j``
@@ -887,10 +939,14 @@ class Replica:
             s += b
         return e
 
-    def _checked_run(self, ends: Any, e: float, b: int, s: int, k: int) -> float:
-        """:attr:`decode_run` (possibly the cost model's own) with its end checked:
-        finite and not before ``e`` (each step of our own run is checked too)."""
-        end = self.decode_run(ends, e, b, s, k)
+    def _checked_run(self, ends: list[float], e: float, b: int, s: int, k: int) -> float:
+        """:attr:`decode_run` (possibly the cost model's own, or its kernel's) with its
+        end checked: finite and not before ``e`` (each step of our own run is checked too)."""
+        kernel = self.kernel
+        if kernel is not None:
+            end = kernel.run(ends, e, b, s, k)
+        else:
+            end = self.decode_run(ends, e, b, s, k)
         if not e <= end < math.inf:
             raise _bad_step(self.cost_model, f"{end - e!r} in total over {k} step(s)", 0, 0, b, s)
         return end
@@ -952,9 +1008,8 @@ class Replica:
             dt = dt.cumsum()
             if not dt[-1] < math.inf:
                 raise _bad_step(self.cost_model, "a run summing beyond float64", 0, 0, B0, S0)
-            ends.frombytes(dt.tobytes())
+            ends.extend(dt.tolist())
             return
-        run = self._checked_run
         while L < target:
             while gi < nf and fins[gi][0] < L:
                 g += 1
@@ -964,7 +1019,7 @@ class Replica:
             if stop > target:
                 stop = target
             b = B0 - g
-            e = run(ends, e, b, S0 - gctx + b * L, stop - L)
+            e = self._checked_run(ends, e, b, S0 - gctx + b * L, stop - L)
             L = stop
         self.p_gi, self.p_g, self.p_gctx = gi, g, gctx
 
@@ -989,7 +1044,7 @@ class Replica:
         # the first step after p_pos that allocates is step i + 1 with cum[i] > _cum(p_pos)
         cum = self.p_cum
         pos = self.p_pos
-        i = bisect_right(cum, cum[pos - 1] if pos else 0)
+        i = _bisect_right(cum, cum[pos - 1] if pos else 0)
         ends = self.p_ends
         if i >= w:  # t > ends[i] implies t >= ends[w]
             if w >= len(ends):
@@ -1086,7 +1141,7 @@ class Replica:
         """Outstanding tokens at ``t`` when ``needs_advance(t)`` is False."""
         if not self.p_K:
             return self.outstanding
-        done = bisect_right(self.p_ends, t) - self.p_pos
+        done = _bisect_right_f(self.p_ends, t) - self.p_pos
         return self.outstanding - self.B * done if done > 0 else self.outstanding
 
     def _step_at(self, t: float) -> int:
@@ -1096,7 +1151,7 @@ class Replica:
         K = self.p_K
         while ends[-1] < t and len(ends) < K:
             self._price(len(ends), t)
-        jn = bisect_left(ends, t)
+        jn = _bisect_left_f(ends, t)
         return jn if jn < K - 1 else K - 1
 
     def _progress(self, until: float) -> None:
@@ -1107,22 +1162,23 @@ class Replica:
         if jn <= pos:
             return
         fsteps = self.p_fsteps
-        # (without tiers _uniform is _uniform_run for a non-empty range)
-        uniform = self._uniform if self.tiers is not None else self._uniform_run
         while pos < jn:
             fi = self.p_fi
             f = fsteps[fi] if fi < len(fsteps) else jn
             if f >= jn:
-                uniform(pos, jn)
+                self._uniform(pos, jn)
                 break
             if f > pos:
-                uniform(pos, f)  # step f (with finishes) is running
+                self._uniform(pos, f)  # step f (with finishes) is running
             e = ends[f]
             if self.next_sample < e:
                 self._emit(e)
             B = self.B
             D = self.D = self.D + 1
-            self.dend.append(e)
+            dend = self.dend
+            dend.append(e)
+            if len(dend) > _DEND_KEEP:
+                self._archive_dend()
             self.S += B
             self.outstanding -= B
             heap = self.heap
@@ -1155,13 +1211,13 @@ class Replica:
         """
         if jn <= j:
             return
-        if self.tiers is not None:
+        if self.tiers is not None:  # (else _uniform_run)
             free = self.capacity - self.n_private - len(self.cache.ref)
             if self._cum(jn) - self._cum(j) > free:
                 cum = self.p_cum
                 while j < jn:
                     # the next step after j that allocates: step i with cum[i - 1] > _cum(j)
-                    i = bisect_right(cum, self._cum(j)) + 1
+                    i = _bisect_right(cum, self._cum(j)) + 1
                     nxt = i if i < jn else jn
                     self._uniform_run(j, nxt)
                     j = nxt
@@ -1176,7 +1232,10 @@ class Replica:
         k = jn - j
         B = self.B
         self.D += k
-        self.dend.extend(ends[j:jn])  # (array to array: a copy)
+        dend = self.dend
+        dend.extend(ends[j:jn])  # (the same float objects)
+        if len(dend) > _DEND_KEEP:
+            self._archive_dend()
         self.S += B * k
         self.outstanding -= B * k
         self.steps += k
@@ -1203,7 +1262,7 @@ class Replica:
         self._fit(stop)
         while self.next_sample < stop:
             s = self.next_sample
-            i = bisect_right(ends, s)
+            i = _bisect_right_f(ends, s)
             extra = self._cum(i) - cum0
             evicted = extra - free0 if extra > free0 else 0
             if self.tiers is None:
@@ -1230,7 +1289,10 @@ class Replica:
         D = self.D
         if B:
             D = self.D = D + 1
-            self.dend.append(e)
+            dend = self.dend
+            dend.append(e)
+            if len(dend) > _DEND_KEEP:
+                self._archive_dend()
             self.S += B
             self.outstanding -= B
             heap = self.heap
@@ -1295,7 +1357,9 @@ class Replica:
         """
         if not len(self.ep_rid):
             return np.zeros(0, np.int64), np.zeros(0, np.float64)
-        d = np.array(self.dend, dtype=np.float64)
+        d = np.fromiter(self.dend, np.float64, len(self.dend))
+        if self.dend_base:
+            d = np.concatenate((np.frombuffer(self.dend_old, np.float64), d))
         a = np.array(self.ep_a, dtype=np.int64)
         b = np.array(self.ep_b, dtype=np.int64)
         gap = d[a + 1] - np.array(self.ep_tok, dtype=np.float64)
@@ -1309,13 +1373,28 @@ class Replica:
             gap[inner] = np.maximum(gap[inner], np.maximum.reduceat(steps, idx)[0::2])
         return np.array(self.ep_rid, dtype=np.int64), gap
 
+    def _archive_dend(self) -> None:
+        """Move the decode-step ends but the last one (the only one read before
+        :meth:`gap_maxima`) to ``dend_old``, as C doubles."""
+        dend = self.dend
+        n = len(dend) - 1
+        head = dend[:n]
+        self.dend_old.frombytes(struct.pack(f"{n}d", *head))  # (a C loop: 2x numpy's)
+        self.dend = dend[n:]
+        self.dend_base += n
+
     def _join_decode(self, seq: Seq, c: int) -> None:
         """Put a sequence with ``c`` computed tokens into the decode group."""
         D = self.D
         seq.tokens = c + 1
         seq.state = DECODE
         seq.d_join, seq.c_join, seq.g_join = D, c, seq.gen
-        self.phase[(D - c) % self.bs] += 1
+        i = (D - c) % self.bs
+        sphase = self.sphase
+        if sphase is None:
+            self.phase[i] += 1
+        else:
+            sphase[i] = sphase.get(i, 0) + 1
         heapq.heappush(self.heap, (D + seq.output - seq.gen, seq.rid, seq.epoch, seq))
         self.B += 1
         self.S += c + 1
