@@ -1,10 +1,10 @@
 """Build hook: compile the simulator's inner loop with mypyc (optional).
 
 The modules in ``inferasim.sim.native.NATIVE_MODULES`` (the simulator's hot
-path, all internal: mypyc drops docstrings from what it compiles) are plain, type-annotated Python. When a C compiler
-is available, ``pip install`` compiles them with mypyc (the same type hints,
-enforced at run time; same results bit for bit, see tests/test_native.py);
-without one, or with ``INFERASIM_PURE_PYTHON=1`` in the environment, the
+path, all internal: mypyc drops docstrings from what it compiles) are plain,
+type-annotated Python. When a C compiler is available, ``pip install``
+compiles them with mypyc (the same type hints, enforced at run time; same
+results bit for bit, see tests/test_native.py); without one, or with ``INFERASIM_PURE_PYTHON=1`` in the environment, the
 package installs as pure Python and runs the same code interpreted, slower.
 ``inferasim.sim.native_modules()`` tells which modules run compiled.
 """
