@@ -1,4 +1,4 @@
-"""The conductor's shared-tier walk (``_SharedTiers``) against the plain walk.
+"""The conductor's shared-tier walk (``routing_fast.SharedTiers``) against the plain walk.
 
 ``ConductorRouter._estimates`` finds where a request's reusable run ends on each
 replica whose tiers are all shared by jumping between the positions that no
@@ -11,12 +11,12 @@ order of the replicas (the lookups are shared and extended as needed).
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from inferasim.sim.router import _SharedTiers
+from inferasim.sim.routing_fast import SharedTiers
+from inferasim.sim.tierconfig import Tier
+from inferasim.sim.tiers import ReplicaTiers, TierStore
 
 
 def plain_counts(ids, limit, ref, where, n):
@@ -52,11 +52,20 @@ def test_jumping_walk_equals_the_plain_walk(data, n, ids):
     def where(h):
         return tier_of[h]
 
+    # n shared tiers (ample capacity) holding each id in its tier: rt.where == where
+    tiers = [Tier(f"pool{k}", 16 * 64, 1.0, 1.0, shared=True) for k in range(n)]
+    stores = {t.name: TierStore(64) for t in tiers}
+    for h, k in tier_of.items():
+        if k >= 0:
+            stores[tiers[k].name].put(h)
+    rt = ReplicaTiers(tiers, stores, 16, 1.0, False)
+    assert all(rt.where(h) == k for h, k in tier_of.items())
+
     refs = data.draw(
         st.lists(st.sets(st.integers(0, 12)).map(lambda s: dict.fromkeys(s, 0)), min_size=1, max_size=6),
         label="replicas' HBM",
     )
-    walk = _SharedTiers(SimpleNamespace(where=where), ids, limit)
+    walk = SharedTiers(rt, ids, limit)
     for ref in refs:
         m, want = plain_counts(ids, limit, ref, where, n)
         if m == limit:  # (the estimate never walks a full HBM hit)

@@ -66,7 +66,6 @@ from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 from inferasim.sim import routing_fast as _rf
-from inferasim.sim.routing_fast import SharedTiers as _SharedTiers  # noqa: F401 (tests)
 from inferasim.sim.routing_fast import effective as _effective
 from inferasim.sim.routing_fast import pending_tokens as _pending_tokens
 from inferasim.sim.routing_fast import prefill_ms as _prefill_ms

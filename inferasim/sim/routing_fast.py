@@ -10,7 +10,7 @@ formulas it shortcuts; the router classes delegate to it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from inferasim.sim.scheduler import Replica
@@ -119,14 +119,13 @@ class SharedTiers:
     one, or was counted in a lower tier already). ``known`` holds ``kof`` of the
     positions ``0 .. len(known) - 1`` and ``miss`` those of them where it is -1 (see :meth:`counts`).
 
-    ``tiers`` is a :class:`~inferasim.sim.tiers.ReplicaTiers` (its ``where`` is
-    called natively) or any object with a ``where(h) -> int`` method.
+    ``tiers`` is the :class:`~inferasim.sim.tiers.ReplicaTiers` of any replica
+    whose tiers are all shared (each sees the same stores).
     """
 
-    def __init__(self, tiers: Any, ids: list[Any], limit: int) -> None:
+    def __init__(self, tiers: ReplicaTiers, ids: list[Any], limit: int) -> None:
         self.ids = ids  # (Any: an id goes to a dict as the object it is, never re-boxed)
-        self.rt: ReplicaTiers | None = tiers if isinstance(tiers, ReplicaTiers) else None
-        self.where: Callable[[int], int] | None = None if self.rt is not None else tiers.where
+        self.rt = tiers
         self.limit = limit
         self.known: list[int] = []
         self.miss: list[int] = []
@@ -155,8 +154,13 @@ class SharedTiers:
         holding nothing reuses 5 and 6 from the pool; one holding 5 and 7 in HBM
         walks to the repeated 6 (a repeat ends the run below HBM).
 
-        >>> from types import SimpleNamespace as NS
-        >>> st = SharedTiers(NS(where=lambda h: 0 if h in (5, 6) else -1), [5, 6, 7, 5, 6], 5)
+        >>> from inferasim.sim.tierconfig import Tier
+        >>> from inferasim.sim.tiers import TierStore
+        >>> pool = {"pool": TierStore(8)}
+        >>> pool["pool"].put(5), pool["pool"].put(6)
+        (None, None)
+        >>> rt = ReplicaTiers([Tier("pool", 128, 1.0, 1.0, shared=True)], pool, 16, 1.0, False)
+        >>> st = SharedTiers(rt, [5, 6, 7, 5, 6], 5)
         >>> st.counts(0, {}, 1), st.counts(1, {7: 0, 5: 0}, 1), st.known, st.miss
         ([0, 2], [3, 1], [0, 0, -1, -1, -1], [2, 3, 4])
         """
@@ -177,17 +181,10 @@ class SharedTiers:
                 j = len(known)
                 limit = self.limit
                 rt = self.rt
-                where = self.where
                 first = self.first
                 while j < limit:
                     h = ids[j]
-                    if first is not None and first[h] < j:
-                        k = -1
-                    elif rt is not None:
-                        k = rt.where(h)
-                    else:
-                        assert where is not None
-                        k = where(h)
+                    k = -1 if first is not None and first[h] < j else rt.where(h)
                     known.append(k)
                     if k < 0:
                         miss.append(j)

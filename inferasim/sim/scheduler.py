@@ -76,6 +76,8 @@ _DEND_KEEP = 1 << 14
 _MAX_FINISHES = 8
 
 
+# Typed copies of the bisect module's functions: compiled, each is a native loop
+# over unboxed ints or floats (the module's C functions compare boxed objects).
 def _bisect_right(a: list[int], x: int) -> int:
     """``bisect.bisect_right`` on a list of ints (a native loop when compiled)."""
     lo, hi = 0, len(a)
@@ -493,12 +495,7 @@ class Replica:
             seq.tok = self.dend[D - self.dend_base]
         self.B -= 1
         self.S -= computed + 1
-        i = (seq.d_join - seq.c_join) % self.bs
-        sphase = self.sphase
-        if sphase is None:
-            self.phase[i] -= 1
-        else:
-            sphase[i] = sphase.get(i, 0) - 1
+        self._phase_add((seq.d_join - seq.c_join) % self.bs, -1)
         return computed
 
     def _preempt_last(self) -> None:
@@ -919,6 +916,14 @@ class Replica:
         sphase = self.sphase
         return self.phase[i] if sphase is None else sphase.get(i, 0)
 
+    def _phase_add(self, i: int, delta: int) -> None:
+        """Add ``delta`` decode sequences at block phase ``i``."""
+        sphase = self.sphase
+        if sphase is None:
+            self.phase[i] += delta
+        else:
+            sphase[i] = sphase.get(i, 0) + delta
+
     def _phases(self, lo: int, hi: int) -> list[int]:
         """The phase histogram's entries ``lo..hi-1`` (a copy)."""
         sphase = self.sphase
@@ -1175,10 +1180,7 @@ class Replica:
                 self._emit(e)
             B = self.B
             D = self.D = self.D + 1
-            dend = self.dend
-            dend.append(e)
-            if len(dend) > _DEND_KEEP:
-                self._archive_dend()
+            self._append_dend(e)
             self.S += B
             self.outstanding -= B
             heap = self.heap
@@ -1289,10 +1291,7 @@ class Replica:
         D = self.D
         if B:
             D = self.D = D + 1
-            dend = self.dend
-            dend.append(e)
-            if len(dend) > _DEND_KEEP:
-                self._archive_dend()
+            self._append_dend(e)
             self.S += B
             self.outstanding -= B
             heap = self.heap
@@ -1373,6 +1372,13 @@ class Replica:
             gap[inner] = np.maximum(gap[inner], np.maximum.reduceat(steps, idx)[0::2])
         return np.array(self.ep_rid, dtype=np.int64), gap
 
+    def _append_dend(self, e: float) -> None:
+        """Record ``e`` as the end of decode step ``D`` (just counted)."""
+        dend = self.dend
+        dend.append(e)
+        if len(dend) > _DEND_KEEP:
+            self._archive_dend()
+
     def _archive_dend(self) -> None:
         """Move the decode-step ends but the last one (the only one read before
         :meth:`gap_maxima`) to ``dend_old``, as C doubles."""
@@ -1389,12 +1395,7 @@ class Replica:
         seq.tokens = c + 1
         seq.state = DECODE
         seq.d_join, seq.c_join, seq.g_join = D, c, seq.gen
-        i = (D - c) % self.bs
-        sphase = self.sphase
-        if sphase is None:
-            self.phase[i] += 1
-        else:
-            sphase[i] = sphase.get(i, 0) + 1
+        self._phase_add((D - c) % self.bs, 1)
         heapq.heappush(self.heap, (D + seq.output - seq.gen, seq.rid, seq.epoch, seq))
         self.B += 1
         self.S += c + 1
