@@ -38,6 +38,10 @@ _LAZY = {
     "LinearCostModel": "inferasim.sim",
     "RooflineCostModel": "inferasim.sim",
     "Tier": "inferasim.sim",
+    "Tiers": "inferasim.sim",
+    "EngineConfig": "inferasim.sim",
+    "Disaggregated": "inferasim.sim",
+    "SloAdmission": "inferasim.sim",
 }
 
 __all__ = [
@@ -68,3 +72,8 @@ def __getattr__(name: str) -> Any:
     if name in _SUBMODULES:
         return import_module(_SUBMODULES[name])
     raise AttributeError(f"module 'inferasim' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    """The public names: what ``__all__`` lists, the subpackages, ``__version__``."""
+    return sorted({*__all__, *_SUBMODULES, "__version__"})

@@ -191,7 +191,7 @@ class Summary(pd.Series):
     1.0
     """
 
-    _metadata = ["title", "notes"]
+    _metadata = ["title", "notes", "inapplicable"]
 
     def __init__(
         self,
@@ -199,6 +199,7 @@ class Summary(pd.Series):
         *args: Any,
         title: str | None = None,
         notes: Iterable[str] = (),
+        inapplicable: Iterable[str] = (),
         **kwargs: Any,
     ) -> None:
         if not args and "dtype" not in kwargs and isinstance(data, dict):
@@ -206,6 +207,8 @@ class Summary(pd.Series):
         super().__init__(data, *args, **kwargs)
         self.title = title
         self.notes = tuple(notes)
+        # metrics that do not apply to what was measured (NaN): not displayed
+        self.inapplicable = frozenset(inapplicable)
 
     @property
     def _constructor(self) -> type[pd.Series]:  # derived results are plain Series
@@ -216,14 +219,26 @@ class Summary(pd.Series):
         return pd.DataFrame
 
     def __repr__(self) -> str:
-        return format_summary(self, title=getattr(self, "title", None), notes=self._notes())
+        return format_summary(self._shown(), title=getattr(self, "title", None), notes=self._notes())
+
+    def _shown(self) -> pd.Series:
+        """The rows to display: every metric that applies to the run."""
+        hidden = getattr(self, "inapplicable", frozenset())
+        if not hidden:
+            return self
+        return pd.Series(self.to_numpy(), index=self.index)[[k not in hidden for k in self.index]]
 
     def _notes(self) -> tuple[str, ...]:
-        return tuple(getattr(self, "notes", ()) or ())
+        notes = tuple(getattr(self, "notes", ()) or ())
+        hidden = getattr(self, "inapplicable", frozenset())
+        if hidden:
+            notes += (f"{len(hidden)} metrics that do not apply here are NaN and not shown",)
+        return notes
 
     def _repr_html_(self) -> str:
-        keys = [str(k) for k in self.index]
-        rows = [(k, format_metric(k, v), metric_unit(k)) for k, v in zip(keys, self.tolist(), strict=True)]
+        shown = self._shown()
+        keys = [str(k) for k in shown.index]
+        rows = [(k, format_metric(k, v), metric_unit(k)) for k, v in zip(keys, shown.tolist(), strict=True)]
         return card_html(getattr(self, "title", None) or "summary", rows, notes=self._notes())
 
 

@@ -136,8 +136,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from inferasim.sim.admission import SloAdmission
-from inferasim.sim.cost import LinearCostModel
+from inferasim.sim.admission import Admission, SloAdmission
+from inferasim.sim.config import Disaggregated, EngineConfig
+from inferasim.sim.cost import CostModel, LinearCostModel
 from inferasim.sim.native import native_modules, warn_if_stale
 from inferasim.sim.result import SimResult
 from inferasim.sim.router import (
@@ -153,13 +154,17 @@ from inferasim.sim.router import (
     RoundRobinRouter,
 )
 from inferasim.sim.simulator import Simulator
-from inferasim.sim.tierconfig import Tier
+from inferasim.sim.tierconfig import Tier, Tiers
 from inferasim.sim.topology import compare_topologies
 
 __all__ = [
     "Simulator",
     "SimResult",
+    "EngineConfig",
+    "Disaggregated",
     "Tier",
+    "Tiers",
+    "CostModel",
     "LinearCostModel",
     "RooflineCostModel",
     "ROUTING_POLICIES",
@@ -172,6 +177,7 @@ __all__ = [
     "LongestMatchRouter",
     "KvCostRouter",
     "ConductorRouter",
+    "Admission",
     "SloAdmission",
     "compare_topologies",
     "native_modules",
@@ -186,3 +192,7 @@ def __getattr__(name: str) -> Any:
 
         return RooflineCostModel
     raise AttributeError(f"module 'inferasim.sim' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

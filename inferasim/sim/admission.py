@@ -20,18 +20,45 @@ consulted once per request at its arrival, *after* routing:
 attainment count it as a miss.
 
 Built-in (``Simulator(admission=...)``): ``None`` admits every request;
-``"slo"`` is :class:`SloAdmission`.
+:class:`SloAdmission` rejects what would miss its objectives. Any object
+following the :class:`Admission` protocol (a callable) works the same way.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, Protocol, runtime_checkable
 
 from inferasim.sim.router import ReplicaView, Request
 
-__all__ = ["SloAdmission", "make_admission"]
+__all__ = ["Admission", "SloAdmission", "make_admission"]
+
+
+@runtime_checkable
+class Admission(Protocol):
+    """The interface of an admission policy: ``admit(request, views, now) -> bool``.
+
+    Called once per request at its arrival, after routing, with the views
+    of the instances the request was routed to (see the module docstring).
+    An optional ``last_reason`` attribute (a str) becomes the rejected
+    request's ``reason``.
+
+    Examples
+    --------
+    Admit only prompts of at most 4,096 tokens:
+
+    >>> class ShortPrompts:
+    ...     last_reason = "prompt over 4096 tokens"
+    ...     def __call__(self, request, views, now):
+    ...         return request.input_len <= 4096
+    >>> isinstance(ShortPrompts(), Admission)
+    True
+    """
+
+    def __call__(self, request: Request, views: Sequence[ReplicaView], now: float) -> bool:
+        """True admits ``request`` at ``now``; False rejects it."""
+        ...
 
 
 class SloAdmission:
@@ -39,82 +66,87 @@ class SloAdmission:
 
     A request is rejected when its predicted TTFT (the chosen prefill
     instance's :attr:`~inferasim.sim.router.ReplicaView.ttft_estimate_ms`)
-    exceeds ``slo_ttft_ms``, or its predicted TPOT on the chosen decode
+    exceeds ``ttft_ms``, or its predicted TPOT on the chosen decode
     instance (:attr:`~inferasim.sim.router.ReplicaView.tpot_estimate_ms`)
-    exceeds ``slo_tpot_ms``. An objective left ``None`` is not checked.
+    exceeds ``tpot_ms``. An objective left ``None`` is not checked.
     :attr:`last_reason` says why the last request was rejected.
 
     Parameters
     ----------
-    slo_ttft_ms, slo_tpot_ms : float, optional
-        The objectives (ms).
+    ttft_ms, tpot_ms : float, optional
+        The objectives (ms); at least one.
 
     Examples
     --------
     >>> from types import SimpleNamespace as NS
-    >>> slo = SloAdmission(slo_ttft_ms=100.0, slo_tpot_ms=20.0)
+    >>> slo = SloAdmission(ttft_ms=100.0, tpot_ms=20.0)
     >>> slo(None, (NS(ttft_estimate_ms=80.0, tpot_estimate_ms=15.0),), 0.0)
     True
     >>> slo(None, (NS(ttft_estimate_ms=130.0, tpot_estimate_ms=15.0),), 0.0), slo.last_reason
-    (False, 'admission: predicted TTFT 130.0 ms > slo_ttft_ms 100.0')
+    (False, 'admission: predicted TTFT 130.0 ms > ttft_ms 100.0')
     """
 
-    def __init__(self, slo_ttft_ms: float | None = None, slo_tpot_ms: float | None = None) -> None:
-        for name, v in (("slo_ttft_ms", slo_ttft_ms), ("slo_tpot_ms", slo_tpot_ms)):
-            if v is not None and not (isinstance(v, int | float) and v > 0 and math.isfinite(v)):
-                raise ValueError(f"{name} must be a positive number, got {v!r}")
-        self.slo_ttft_ms = slo_ttft_ms
-        self.slo_tpot_ms = slo_tpot_ms
+    def __init__(self, ttft_ms: float | None = None, tpot_ms: float | None = None) -> None:
+        self.ttft_ms = ttft_ms
+        self.tpot_ms = tpot_ms
         self.last_reason = ""
 
     def __repr__(self) -> str:
-        return f"SloAdmission(slo_ttft_ms={self.slo_ttft_ms}, slo_tpot_ms={self.slo_tpot_ms})"
+        return f"SloAdmission(ttft_ms={self.ttft_ms}, tpot_ms={self.tpot_ms})"
+
+    def checked(self) -> SloAdmission:
+        """This policy after checking its objectives (raises ValueError).
+
+        Examples
+        --------
+        >>> SloAdmission().checked()
+        Traceback (most recent call last):
+        ...
+        ValueError: SloAdmission needs ttft_ms= or tpot_ms=
+        """
+        if self.ttft_ms is None and self.tpot_ms is None:
+            raise ValueError("SloAdmission needs ttft_ms= or tpot_ms=")
+        for name in ("ttft_ms", "tpot_ms"):
+            v = getattr(self, name)
+            ok = isinstance(v, int | float) and not isinstance(v, bool)
+            if v is not None and not (ok and v > 0 and math.isfinite(v)):
+                raise ValueError(f"admission.{name} must be a positive number, got {v!r}")
+        return self
 
     def __call__(self, request: Request, views: Sequence[ReplicaView], now: float) -> bool:
-        if self.slo_ttft_ms is not None:
+        if self.ttft_ms is not None:
             ttft = views[0].ttft_estimate_ms
-            if ttft > self.slo_ttft_ms:
-                self.last_reason = (
-                    f"admission: predicted TTFT {ttft:.1f} ms > slo_ttft_ms {self.slo_ttft_ms}"
-                )
+            if ttft > self.ttft_ms:
+                self.last_reason = f"admission: predicted TTFT {ttft:.1f} ms > ttft_ms {self.ttft_ms}"
                 return False
-        if self.slo_tpot_ms is not None:
+        if self.tpot_ms is not None:
             tpot = views[-1].tpot_estimate_ms
-            if tpot > self.slo_tpot_ms:
-                self.last_reason = (
-                    f"admission: predicted TPOT {tpot:.1f} ms > slo_tpot_ms {self.slo_tpot_ms}"
-                )
+            if tpot > self.tpot_ms:
+                self.last_reason = f"admission: predicted TPOT {tpot:.1f} ms > tpot_ms {self.tpot_ms}"
                 return False
         return True
 
 
-def make_admission(
-    admission: str | Callable[..., Any] | None,
-    *,
-    slo_ttft_ms: float | None = None,
-    slo_tpot_ms: float | None = None,
-) -> Callable[..., Any] | None:
-    """The admission callable for ``Simulator(admission=...)`` (None admits all).
+def make_admission(admission: Any) -> Any:
+    """The admission callable for ``Simulator(admission=...)`` (None admits all), checked.
 
     Examples
     --------
     >>> make_admission(None) is None
     True
-    >>> make_admission("slo", slo_ttft_ms=500)
-    SloAdmission(slo_ttft_ms=500, slo_tpot_ms=None)
+    >>> make_admission(SloAdmission(ttft_ms=500))
+    SloAdmission(ttft_ms=500, tpot_ms=None)
     >>> make_admission("slo")
     Traceback (most recent call last):
     ...
-    ValueError: admission='slo' needs slo_ttft_ms= or slo_tpot_ms=
+    TypeError: admission must be None or a callable admit(request, views, now) -> bool such as SloAdmission(ttft_ms=2000), got 'slo'
     """
     if admission is None:
         return None
-    if isinstance(admission, str):
-        if admission != "slo":
-            raise ValueError(f"admission must be None, 'slo' or a callable, got {admission!r}")
-        if slo_ttft_ms is None and slo_tpot_ms is None:
-            raise ValueError("admission='slo' needs slo_ttft_ms= or slo_tpot_ms=")
-        return SloAdmission(slo_ttft_ms, slo_tpot_ms)
-    if not callable(admission):
-        raise TypeError(f"admission must be None, 'slo' or a callable, got {admission!r}")
-    return admission
+    if isinstance(admission, str) or not callable(admission):
+        raise TypeError(
+            "admission must be None or a callable admit(request, views, now) -> bool such as "
+            f"SloAdmission(ttft_ms=2000), got {admission!r}"
+        )
+    check = getattr(admission, "checked", None)
+    return check() if callable(check) else admission

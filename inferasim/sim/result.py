@@ -10,9 +10,44 @@ import pandas as pd
 from inferasim.sim.engine import RunOutput
 from inferasim.workload import Workload
 
-__all__ = ["SimResult"]
+__all__ = ["SimResult", "SUMMARY_METRICS"]
 
 _STATS = (("mean", None), ("p50", 50), ("p90", 90), ("p99", 99))
+
+#: The metrics of :meth:`SimResult.summary`, in order: the same for every run
+#: (NaN where a metric does not apply: no SLO given, no KV tiers, an aggregated
+#: fleet, an open loop).
+SUMMARY_METRICS: tuple[str, ...] = (
+    "requests",
+    "finished",
+    "rejected",
+    "duration_s",
+    "throughput_rps",
+    "output_tok_s",
+    "block_hit_ratio",
+    "token_hit_ratio",
+    "hbm_token_hit_ratio",
+    "tier_token_hit_ratio",
+    "load_ms_mean",
+    *(f"{m}_{q}" for m in ("queue_ms", "ttft_ms", "tpot_ms", "e2e_ms") for q, _ in _STATS),
+    "preemptions",
+    "evictions",
+    "max_replica_share",
+    "goodput_rps",
+    "slo_attainment",
+    "saturated",
+    "arrival_shift_ms_mean",
+    "sessions",
+    "session_ms_mean",
+    "session_ms_p50",
+    "session_ms_p99",
+    "prefill_busy_fraction",
+    "decode_busy_fraction",
+    "prefill_peak_kv_usage",
+    "decode_peak_kv_usage",
+    *(f"{m}_{q}" for m in ("prefill_queue_ms", "handoff_wait_ms", "transfer_ms",
+                           "decode_queue_ms") for q in ("mean", "p99")),
+)
 
 
 class SimResult:
@@ -80,6 +115,14 @@ class SimResult:
         ``kv_running_blocks`` (held by running sequences), ``kv_cached_blocks``
         (evictable blocks kept for reuse); with KV tiers ``<tier>_tokens``
         (tokens held: the replica's own tier, or the whole shared pool).
+    tiers : pandas.DataFrame
+        One row per KV tier, indexed by name, HBM first (only ``"hbm"``
+        without lower tiers): ``shared``, ``capacity_tokens`` (per replica;
+        in all for a shared tier), ``hit_tokens`` (of the first admissions,
+        adding up to ``requests["cached_tokens"]``), ``token_hit_ratio``
+        (``hit_tokens`` over routed prompt tokens, adding up to the
+        summary's ``token_hit_ratio``), ``bytes_read`` and
+        ``bytes_written`` (fleet totals; 0 for HBM).
     config : dict
         The simulator parameters of the run.
 
@@ -87,8 +130,8 @@ class SimResult:
     --------
     >>> import inferasim as ism
     >>> wl = ism.Workload.from_requests([0], [32], [3], [[1, 2]], block_size=16)
-    >>> res = ism.Simulator(kv_blocks=10, cost_model=ism.LinearCostModel(),
-    ...                     progress=False).run(wl)
+    >>> res = ism.Simulator(kv_tokens=160, cost_model=ism.LinearCostModel()).run(
+    ...     wl, progress=False)
     >>> res.requests[["ttft_ms", "e2e_ms", "status"]].round(3).to_dict("records")
     [{'ttft_ms': 6.6, 'e2e_ms': 16.8, 'status': 'finished'}]
     """
@@ -99,11 +142,13 @@ class SimResult:
         replicas: pd.DataFrame,
         timeline: pd.DataFrame,
         config: dict[str, Any],
+        tiers: pd.DataFrame | None = None,
     ) -> None:
         self.requests = requests
         self.replicas = replicas
         self.timeline = timeline
         self.config = config
+        self.tiers = _tier_frame(requests, replicas, config) if tiers is None else tiers
 
     def _header(self) -> str:
         n = len(self.requests)
@@ -376,29 +421,38 @@ class SimResult:
             routed requests), ``{queue,ttft,tpot,e2e}_ms_{mean,p50,p90,p99}``
             (finished requests), ``preemptions``, ``evictions``,
             ``max_replica_share`` (busiest replica's share of requests; ``1 /
-            replicas`` is perfectly balanced); only when an SLO is given,
-            ``goodput_rps`` and ``slo_attainment``; with KV tiers
-            ``hbm_token_hit_ratio``, ``<tier>_token_hit_ratio`` (adding up to
-            ``token_hit_ratio``) and ``load_ms_mean``; ``saturated`` (1.0 when the queueing delay
+            replicas`` is perfectly balanced); ``goodput_rps`` and
+            ``slo_attainment`` (NaN when no SLO is given);
+            ``hbm_token_hit_ratio`` and ``tier_token_hit_ratio`` (hits from HBM
+            and from the lower KV tiers, adding up to ``token_hit_ratio``; by
+            tier in :attr:`tiers`) and ``load_ms_mean`` (NaN without tiers);
+            ``saturated`` (1.0 when the queueing delay
             keeps growing: from the first to the last quarter of arrivals, the
             mean queue grows by more than 10% of the time between them and
             ends above 100 ms; the fleet cannot keep up with the offered load;
-            else 0.0); with a closed loop ``arrival_shift_ms_mean``, ``sessions``
-            and ``session_ms_{mean,p50,p99}`` (a session's last finish minus its
-            first arrival, over sessions whose every turn finished). Every value is a float at full precision; the Series
-            displays them rounded, with units, and says when no SLO was given.
+            else 0.0); ``arrival_shift_ms_mean``, ``sessions`` and
+            ``session_ms_{mean,p50,p99}`` (a session's last finish minus its
+            first arrival, over sessions whose every turn finished; NaN in an
+            open loop); ``{prefill,decode}_busy_fraction``,
+            ``{prefill,decode}_peak_kv_usage`` and
+            ``{prefill_queue,handoff_wait,transfer,decode_queue}_ms_{mean,p99}``
+            (NaN on an aggregated fleet). The metrics and their order are the
+            same for every run (:data:`SUMMARY_METRICS`). Every value is a
+            float at full precision; the Series displays them rounded, with
+            units, leaves out the ones that do not apply and says when no SLO
+            was given.
 
         Examples
         --------
         >>> import inferasim as ism
         >>> wl = ism.Workload.from_requests([0, 50], [32, 32], [3, 3], block_size=16)
-        >>> s = ism.Simulator(kv_blocks=10, cost_model=ism.LinearCostModel(),
-        ...                   progress=False).run(wl).summary(slo_ttft_ms=10)
+        >>> s = ism.Simulator(kv_tokens=160, cost_model=ism.LinearCostModel()).run(
+        ...     wl, progress=False).summary(slo_ttft_ms=10)
         >>> s[["finished", "ttft_ms_p50", "slo_attainment", "saturated"]].tolist()
         [2.0, 6.6, 1.0, 0.0]
-        >>> "goodput_rps" in ism.Simulator(kv_blocks=10, cost_model=ism.LinearCostModel(),
-        ...                                progress=False).run(wl).summary()
-        False
+        >>> ism.Simulator(kv_tokens=160, cost_model=ism.LinearCostModel()).run(
+        ...     wl, progress=False).summary()["goodput_rps"]  # no SLO given
+        nan
         """
         req = self.requests
         fin = req[req["status"] == "finished"]
@@ -435,15 +489,14 @@ class SimResult:
                 else:
                     out[f"{metric}_{name}"] = float(np.percentile(v, q))
         if "hbm_hit_tokens" in req.columns:
-            names = ["hbm"] + [
-                c[: -len("_hit_tokens")]
-                for c in req.columns
-                if c.endswith("_hit_tokens") and c != "hbm_hit_tokens"
-            ]
-            for name in names:
-                hit = float(routed[f"{name}_hit_tokens"].sum())
-                out[f"{name}_token_hit_ratio"] = hit / itok if itok else float("nan")
+            hbm = float(routed["hbm_hit_tokens"].sum())
+            out["hbm_token_hit_ratio"] = hbm / itok if itok else float("nan")
+            out["tier_token_hit_ratio"] = (
+                (float(routed["cached_tokens"].sum()) - hbm) / itok if itok else float("nan")
+            )
             out["load_ms_mean"] = float(fin["load_ms"].mean()) if len(fin) else float("nan")
+        else:
+            out["hbm_token_hit_ratio"] = out["token_hit_ratio"]
         out["preemptions"] = int(self.replicas["preemptions"].sum())
         out["evictions"] = int(self.replicas["evictions"].sum())
         out["max_replica_share"] = (
@@ -495,7 +548,12 @@ class SimResult:
                 out[f"{metric}_p99"] = float(np.percentile(v, 99)) if v.size else float("nan")
         from inferasim._format import Summary
 
-        return Summary(out, dtype=np.float64, name="summary", title=self._header(), notes=notes)
+        inapplicable = [k for k in SUMMARY_METRICS if k not in out]
+        values = {k: out.get(k, float("nan")) for k in SUMMARY_METRICS}
+        return Summary(
+            values, dtype=np.float64, name="summary", title=self._header(), notes=notes,
+            inapplicable=inapplicable,
+        )
 
 
 def _saturated(fin: pd.DataFrame) -> bool:
@@ -508,3 +566,34 @@ def _saturated(fin: pd.DataFrame) -> bool:
     gap = float(last["arrival_ms"].mean() - first["arrival_ms"].mean())
     growth = float(last["queue_ms"].mean() - first["queue_ms"].mean())
     return bool(gap > 0 and growth > 0.1 * gap and last["queue_ms"].mean() > 100.0)
+
+
+def _tier_frame(req: pd.DataFrame, reps: pd.DataFrame, config: dict[str, Any]) -> pd.DataFrame:
+    """:attr:`SimResult.tiers`: one row per KV tier (HBM first) from the other frames."""
+    routed = req[req["replica"] >= 0]
+    itok = float(routed["input_len"].sum())
+    tiers = list(config.get("tiers", ()))
+    rows = []
+    lower = 0
+    for t in tiers:
+        hit = int(routed[f"{t.name}_hit_tokens"].sum())
+        lower += hit
+        rows.append({
+            "tier": t.name,
+            "shared": bool(t.shared),
+            "capacity_tokens": int(t.capacity_tokens),
+            "hit_tokens": hit,
+            "bytes_read": float(reps[f"{t.name}_bytes_read"].sum()),
+            "bytes_written": float(reps[f"{t.name}_bytes_written"].sum()),
+        })
+    hbm = {
+        "tier": "hbm",
+        "shared": False,
+        "capacity_tokens": int(config.get("kv_tokens", 0)),
+        "hit_tokens": int(routed["cached_tokens"].sum()) - lower,
+        "bytes_read": 0.0,
+        "bytes_written": 0.0,
+    }
+    frame = pd.DataFrame([hbm, *rows]).set_index("tier")
+    frame.insert(3, "token_hit_ratio", frame["hit_tokens"] / itok if itok else np.nan)
+    return frame

@@ -896,14 +896,8 @@ ROUTING_POLICIES: dict[str, Callable[..., Any]] = {
 }
 
 
-def make_router(
-    routing: str | Callable[..., int],
-    *,
-    overlap_weight: float = 1.0,
-    temperature: float = 0.0,
-    block_size: int = 512,
-) -> Callable[..., int]:
-    """A fresh router for a policy name, or the callable itself.
+def make_router(routing: str | Callable[..., int], *, block_size: int = 512) -> Callable[..., int]:
+    """A fresh router for a policy name, or the router object itself.
 
     Examples
     --------
@@ -920,7 +914,7 @@ def make_router(
                 f"routing must be one of {list(ROUTING_POLICIES)} or a callable, got {routing!r}"
             )
         if routing == "kv_cost":
-            return KvCostRouter(overlap_weight, temperature, block_size)
+            return KvCostRouter(block_size=block_size)
         return ROUTING_POLICIES[routing]()
     if not callable(routing):
         raise TypeError(f"routing must be a policy name or a callable, got {routing!r}")

@@ -1,18 +1,23 @@
-"""Configuration of one KV tier below HBM: :class:`Tier` (public).
+"""Configuration of the KV tiers below HBM: :class:`Tier` and :class:`Tiers` (public).
 
-The tiers' stores, links and the lookup and offload rules are in
-:mod:`inferasim.sim.tiers` (internal).
+``Simulator(tiers=[Tier(...), ...])`` takes a list of tiers (top first), or
+a :class:`Tiers` holding the list with the options that concern the whole
+stack (when to load, hot-block replication). The tiers' stores, links and
+the lookup and offload rules are in :mod:`inferasim.sim.tiers` (internal).
 """
 
 from __future__ import annotations
 
 import math
 import numbers
+from collections.abc import Iterator
 from dataclasses import dataclass
 
-__all__ = ["Tier"]
+__all__ = ["Tier", "Tiers"]
 
 TIER_EVICTION = ("lru",)
+WRITE_POLICIES = ("evict", "through")
+LOAD_POLICIES = ("faster", "always")
 
 
 @dataclass(frozen=True)
@@ -38,6 +43,11 @@ class Tier:
         by every replica over its own link.
     eviction : {"lru"}, default "lru"
         Eviction order within the tier.
+    write : {"evict", "through"}, default "evict"
+        How blocks reach the tier: ``"evict"``, only what the tier above
+        evicts (HBM's evictions for the first tier); ``"through"``, also
+        every block a prefill computes, when its step ends (supported on the
+        first tier).
 
     Examples
     --------
@@ -55,6 +65,7 @@ class Tier:
     latency_us: float = 0.0
     shared: bool = False
     eviction: str = "lru"
+    write: str = "evict"
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name.isidentifier():
@@ -80,6 +91,10 @@ class Tier:
             raise ValueError(f"Tier {self.name!r}: latency_us must be a number >= 0, got {v!r}")
         if not isinstance(self.shared, bool):
             raise ValueError(f"Tier {self.name!r}: shared must be a bool, got {self.shared!r}")
+        if self.write not in WRITE_POLICIES:
+            raise ValueError(
+                f"Tier {self.name!r}: write must be one of {WRITE_POLICIES}, got {self.write!r}"
+            )
         if self.eviction not in TIER_EVICTION:
             raise ValueError(
                 f"Tier {self.name!r}: eviction must be one of {TIER_EVICTION}, "
@@ -87,8 +102,108 @@ class Tier:
             )
 
 
-def check_tiers(tiers: object) -> tuple[Tier, ...]:
-    """The tiers as a tuple, after checking their types and names (internal)."""
+@dataclass(frozen=True)
+class Tiers:
+    """A stack of KV tiers below HBM with the options that concern all of them.
+
+    Behaves as the tuple of its tiers (``len``, iteration, indexing).
+
+    Parameters
+    ----------
+    tiers : sequence of Tier
+        Top first: the lookup order below HBM.
+    load_policy : {"faster", "always"}, default "faster"
+        Load the blocks a request finds in lower tiers only when the load
+        (on the links as they are) would end sooner than recomputing them
+        takes (the cost model's marginal prefill time), or always.
+    replicate_hot_blocks : int, optional
+        Copy hot blocks of a shared tier into the reading replica's own
+        tier: a block loaded from a shared tier counts one read (fleet-wide);
+        when its count exceeds this number the reader also writes it into its
+        first own tier as the load starts (that tier's link carries the
+        bytes; no step waits for it), and replicas look blocks up in their
+        own tiers before the shared ones. Needs an own tier and a shared
+        tier. ``0`` copies on every read; None (default) never.
+
+    Examples
+    --------
+    >>> stack = Tiers([Tier("dram", 3_000_000, 50.0, 50.0)], load_policy="always")
+    >>> len(stack), stack[0].name, stack.load_policy
+    (1, 'dram', 'always')
+    """
+
+    tiers: tuple[Tier, ...] = ()
+    load_policy: str = "faster"
+    replicate_hot_blocks: int | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "tiers", _as_tier_tuple(self.tiers))
+
+    def __len__(self) -> int:
+        return len(self.tiers)
+
+    def __iter__(self) -> Iterator[Tier]:
+        return iter(self.tiers)
+
+    def __getitem__(self, k: int) -> Tier:
+        return self.tiers[k]
+
+    def checked(self) -> Tiers:
+        """The stack after checking the options against its tiers (raises ValueError).
+
+        Examples
+        --------
+        >>> Tiers([Tier("dram", 1024, 1.0, 1.0)], replicate_hot_blocks=2).checked()
+        Traceback (most recent call last):
+        ...
+        ValueError: tiers.replicate_hot_blocks copies blocks read from a shared tier, and the tiers have none: add one with shared=True
+        """
+        if self.load_policy not in LOAD_POLICIES:
+            raise ValueError(
+                f"tiers.load_policy must be one of {LOAD_POLICIES}, got {self.load_policy!r}"
+            )
+        hot = self.replicate_hot_blocks
+        if hot is not None:
+            if isinstance(hot, bool) or not isinstance(hot, numbers.Integral) or hot < 0:
+                raise ValueError(
+                    f"tiers.replicate_hot_blocks must be None or an int >= 0, got {hot!r}"
+                )
+            if not any(not t.shared for t in self.tiers):
+                raise ValueError(
+                    "tiers.replicate_hot_blocks copies hot pool blocks into the reading "
+                    "replica's own tier, and the tiers have none: add one, e.g. "
+                    "Tier('dram', 3_000_000, read_gbps=50.0, write_gbps=50.0)"
+                )
+            if not any(t.shared for t in self.tiers):
+                raise ValueError(
+                    "tiers.replicate_hot_blocks copies blocks read from a shared tier, and the "
+                    "tiers have none: add one with shared=True"
+                )
+        for k, t in enumerate(self.tiers):
+            if t.write == "through" and k > 0:
+                raise ValueError(
+                    f"Tier {t.name!r}: write='through' is supported on the first tier only"
+                )
+        return self
+
+
+def as_tiers(tiers: object) -> Tiers:
+    """``Simulator(tiers=...)`` as a :class:`Tiers` (None: no tiers), checked.
+
+    Examples
+    --------
+    >>> as_tiers(None).tiers
+    ()
+    >>> as_tiers([Tier("dram", 1024, 1.0, 1.0)]).load_policy
+    'faster'
+    """
+    if isinstance(tiers, Tiers):
+        return tiers.checked()
+    return Tiers(_as_tier_tuple(tiers)).checked()
+
+
+def _as_tier_tuple(tiers: object) -> tuple[Tier, ...]:
+    """The tiers as a tuple, after checking their types and names."""
     if tiers is None:
         return ()
     if isinstance(tiers, Tier):

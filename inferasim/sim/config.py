@@ -1,0 +1,287 @@
+"""Configuration objects of the simulator: :class:`EngineConfig`, :class:`Disaggregated`.
+
+A :class:`~inferasim.sim.Simulator` is configured by a handful of objects,
+scikit-learn style: constructors only store their parameters, validation
+happens where the work starts (``Simulator.run``), and every object answers
+``get_params()`` so that a sweep can vary a nested setting by a
+``"engine__max_num_seqs"``-style key (:meth:`Simulator.set_params`).
+
+* :class:`EngineConfig`: what one serving replica's scheduler does (batch
+  limits, chunked prefill).
+* :class:`Disaggregated`: a fleet of prefill instances and decode
+  instances with a KV handoff between them (``Simulator(replicas=...)``
+  takes an int for an aggregated fleet, or one of these).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import numbers
+from typing import Any
+
+__all__ = ["EngineConfig", "Disaggregated", "get_params", "set_params"]
+
+
+def get_params(obj: Any, deep: bool = True) -> dict[str, Any]:
+    """The parameters of a configuration object, nested ones as ``outer__inner`` keys.
+
+    Dataclasses give their fields; other objects the arguments of their
+    ``__init__`` read back as attributes of the same name (scikit-learn's
+    convention); objects with their own ``get_params`` are asked.
+
+    Parameters
+    ----------
+    obj : object
+        A configuration object.
+    deep : bool, default True
+        Also list the parameters of parameters that are configuration objects.
+
+    Returns
+    -------
+    dict
+
+    Examples
+    --------
+    >>> get_params(EngineConfig(max_num_seqs=64))["max_num_seqs"]
+    64
+    >>> sorted(get_params(Disaggregated(prefill=2, decode=2)))[:3]
+    ['decode', 'handoff_gbps', 'handoff_latency_us']
+    """
+    own = getattr(obj, "get_params", None)
+    if callable(own) and not isinstance(obj, type):
+        return dict(own(deep=deep))
+    out = {name: getattr(obj, name) for name in _param_names(obj)}
+    if deep:
+        for name, value in list(out.items()):
+            if _is_config(value):
+                for key, inner in get_params(value, deep=True).items():
+                    out[f"{name}__{key}"] = inner
+    return out
+
+
+def set_params(obj: Any, **params: Any) -> Any:
+    """A copy of a configuration object with some parameters changed.
+
+    ``outer__inner`` keys change a parameter of a nested object (the nested
+    object is copied too). Frozen dataclasses are rebuilt with
+    :func:`dataclasses.replace`; other objects are copied and their
+    attributes set.
+
+    Parameters
+    ----------
+    obj : object
+        A configuration object.
+    **params
+        New values by name.
+
+    Returns
+    -------
+    object
+        The changed copy (``obj`` itself is left as it was).
+
+    Raises
+    ------
+    ValueError
+        For a name ``obj`` has no parameter of.
+
+    Examples
+    --------
+    >>> e = set_params(EngineConfig(), max_num_seqs=8)
+    >>> e.max_num_seqs, EngineConfig().max_num_seqs
+    (8, 256)
+    >>> set_params(EngineConfig(), max_seqs=8)
+    Traceback (most recent call last):
+    ...
+    ValueError: EngineConfig has no parameter 'max_seqs'; it has max_num_seqs, max_batched_tokens, chunked_prefill
+    """
+    names = _param_names(obj)
+    direct: dict[str, Any] = {}
+    nested: dict[str, dict[str, Any]] = {}
+    for key, value in params.items():
+        head, _, rest = key.partition("__")
+        if head not in names:
+            raise ValueError(
+                f"{type(obj).__name__} has no parameter {head!r}; it has {', '.join(names)}"
+            )
+        if rest:
+            nested.setdefault(head, {})[rest] = value
+        else:
+            direct[head] = value
+    for head, inner in nested.items():
+        base = direct.get(head, getattr(obj, head))
+        if not _is_config(base):
+            raise ValueError(
+                f"{type(obj).__name__}.{head} is {base!r}, which has no parameters to set "
+                f"({', '.join(head + '__' + k for k in inner)})"
+            )
+        direct[head] = set_params(base, **inner)
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return dataclasses.replace(obj, **direct)
+    import copy
+
+    new = copy.copy(obj)
+    for name, value in direct.items():
+        setattr(new, name, value)
+    return new
+
+
+def _param_names(obj: Any) -> list[str]:
+    """The parameter names of a configuration object (see :func:`get_params`)."""
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return [f.name for f in dataclasses.fields(obj) if f.init]
+    import inspect
+
+    try:
+        sig = inspect.signature(type(obj).__init__)
+    except (TypeError, ValueError):
+        return []
+    return [
+        name
+        for name, p in sig.parameters.items()
+        if name != "self"
+        and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+        and hasattr(obj, name)
+    ]
+
+
+def _is_config(value: Any) -> bool:
+    """Whether ``value`` is a configuration object with parameters of its own."""
+    if value is None or isinstance(value, str | numbers.Number | bool | list | tuple | dict):
+        return False
+    if isinstance(value, type) or callable(value) and not _param_names(value):
+        return False
+    return bool(_param_names(value))
+
+
+def _positive_int(value: Any, name: str) -> int:
+    """``value`` as an int >= 1 below 2**62, else a ValueError naming ``name``."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+        raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    if value >= 2**62:
+        raise ValueError(f"{name} must be < 2**62, got {value!r}")
+    return int(value)
+
+
+@dataclasses.dataclass(frozen=True)
+class EngineConfig:
+    """What one serving replica's scheduler does (vLLM's ``SchedulerConfig``).
+
+    Parameters
+    ----------
+    max_num_seqs : int, default 256
+        Running sequences per replica at most.
+    max_batched_tokens : int, default 8192
+        Tokens per engine step at most (decode tokens plus prefill chunks).
+    chunked_prefill : bool, default True
+        Split prompts into chunks across steps; False prefills whole prompts
+        (a prompt longer than ``max_batched_tokens`` then runs in a step of
+        its own).
+
+    Examples
+    --------
+    >>> EngineConfig(max_num_seqs=64, max_batched_tokens=2048)
+    EngineConfig(max_num_seqs=64, max_batched_tokens=2048, chunked_prefill=True)
+    """
+
+    max_num_seqs: int = 256
+    max_batched_tokens: int = 8192
+    chunked_prefill: bool = True
+
+    def checked(self) -> EngineConfig:
+        """The configuration after checking every value (raises ValueError).
+
+        Examples
+        --------
+        >>> EngineConfig(max_num_seqs=512, max_batched_tokens=256).checked()
+        Traceback (most recent call last):
+        ...
+        ValueError: engine.max_batched_tokens (256) must be >= engine.max_num_seqs (512): every running sequence needs a token each step
+        """
+        seqs = _positive_int(self.max_num_seqs, "engine.max_num_seqs")
+        tokens = _positive_int(self.max_batched_tokens, "engine.max_batched_tokens")
+        if tokens < seqs:
+            raise ValueError(
+                f"engine.max_batched_tokens ({tokens}) must be >= engine.max_num_seqs "
+                f"({seqs}): every running sequence needs a token each step"
+            )
+        if not isinstance(self.chunked_prefill, bool):
+            raise ValueError(
+                f"engine.chunked_prefill must be a bool, got {self.chunked_prefill!r}"
+            )
+        return EngineConfig(seqs, tokens, self.chunked_prefill)
+
+
+@dataclasses.dataclass(frozen=True)
+class Disaggregated:
+    """A fleet split into prefill instances and decode instances (``Simulator(replicas=...)``).
+
+    Prefill instances run prompts (chunked, each with its own prefix cache
+    and tiers) and sample the first token; the prompt's KV is then handed
+    off to a decode instance, which generates the rest. The decode instance
+    reserves the memory before the transfer; while no decode instance has
+    room the KV stays pinned on the prefill instance. Routing and admission
+    place requests on prefill instances.
+
+    Parameters
+    ----------
+    prefill, decode : int
+        Prefill and decode instances.
+    handoff_gbps : float, default 50.0
+        Bandwidth of each prefill instance's handoff link (GB/s), shared by
+        its transfers in flight (one 400 Gb/s NIC).
+    handoff_latency_us : float, default 5.0
+        Latency of a handoff transfer (us).
+    layerwise : bool, default False
+        Stream the KV while the prefill runs (as Mooncake does layer by
+        layer): the transfer starts with the prefill and the sequence moves
+        at the later of the prefill's and the transfer's end.
+
+    Examples
+    --------
+    >>> fleet = Disaggregated(prefill=8, decode=8, handoff_gbps=25.0)
+    >>> fleet.replicas
+    16
+    """
+
+    prefill: int
+    decode: int
+    handoff_gbps: float = 50.0
+    handoff_latency_us: float = 5.0
+    layerwise: bool = False
+
+    @property
+    def replicas(self) -> int:
+        """Instances in all (``prefill + decode``).
+
+        Examples
+        --------
+        >>> Disaggregated(2, 3).replicas
+        5
+        """
+        return int(self.prefill) + int(self.decode)
+
+    def checked(self) -> Disaggregated:
+        """The fleet after checking every value (raises ValueError).
+
+        Examples
+        --------
+        >>> Disaggregated(prefill=0, decode=2).checked()
+        Traceback (most recent call last):
+        ...
+        ValueError: replicas.prefill must be a positive integer, got 0
+        """
+        prefill = _positive_int(self.prefill, "replicas.prefill")
+        decode = _positive_int(self.decode, "replicas.decode")
+        for name in ("handoff_gbps", "handoff_latency_us"):
+            v = getattr(self, name)
+            ok = isinstance(v, numbers.Real) and not isinstance(v, bool) and math.isfinite(v)
+            if not ok or v < 0 or (name == "handoff_gbps" and v == 0):
+                bound = "> 0" if name == "handoff_gbps" else ">= 0"
+                raise ValueError(f"replicas.{name} must be a finite number {bound}, got {v!r}")
+        if not isinstance(self.layerwise, bool):
+            raise ValueError(f"replicas.layerwise must be a bool, got {self.layerwise!r}")
+        return Disaggregated(
+            prefill, decode, float(self.handoff_gbps), float(self.handoff_latency_us),
+            self.layerwise,
+        )
