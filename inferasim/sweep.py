@@ -166,13 +166,50 @@ def _token(value: Any, where: str) -> Any:
         }
     if isinstance(value, (types.FunctionType, types.BuiltinFunctionType, type)):
         return {"callable": f"{value.__module__}.{value.__qualname__}"}
-    text = repr(value)
-    if " at 0x" in text:
+    text = _repr(value)
+    if text is None:
         raise ValueError(
-            f"grid value {where} = {text} has no stable description (its repr shows a memory "
-            "address): give it a repr naming its parameters, or make it a dataclass"
+            f"grid value {where} = {value!r} has no stable description (its repr shows a "
+            "memory address and its constructor's arguments are not all attributes): give "
+            "it a repr naming its parameters, or make it a dataclass"
         )
     return {"repr": f"{type(value).__module__}.{type(value).__qualname__}:{text}"}
+
+
+def _repr(value: Any) -> str | None:
+    """``repr(value)``; for a repr showing a memory address, ``Class(a=..., b=...)``
+    from its constructor's arguments read back as attributes (scikit-learn's
+    convention, e.g. a router object), or None when it has none or one of them is
+    not an attribute (then nothing says which object it is).
+
+    Examples
+    --------
+    >>> from inferasim.sim import KvCostRouter
+    >>> _repr(KvCostRouter(overlap_weight=2.0))
+    'KvCostRouter(overlap_weight=2.0, temperature=0.0, block_size=512)'
+    >>> _repr(lambda: 0) is None
+    True
+    """
+    text = repr(value)
+    if " at 0x" not in text:
+        return text
+    import inspect
+
+    cls = type(value)
+    if cls.__module__ == "builtins" or cls.__init__ is object.__init__:
+        return None  # (a bound method, a function, an object without parameters)
+    try:
+        params = inspect.signature(cls.__init__).parameters
+    except (TypeError, ValueError):
+        return None
+    names = [n for n in params if n != "self"]
+    varying = (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
+    if not names or any(params[n].kind in varying or not hasattr(value, n) for n in names):
+        return None
+    args = ", ".join(f"{n}={getattr(value, n)!r}" for n in names)
+    if " at 0x" in args:
+        return None
+    return f"{cls.__qualname__}({args})"
 
 
 def _callable_name(fn: Any) -> str:
@@ -256,8 +293,10 @@ def _check_config(i: int, config: Mapping[str, Any]) -> None:
             f"grid configuration {i} has unknown Simulator parameter(s) {bad}; "
             f"known: {known} (nested settings as outer__inner, e.g. engine__max_num_seqs)"
         )
+    from inferasim.sim import Simulator
+
     try:
-        _simulator(_split_run_options(config)[0])
+        Simulator().set_params(**_split_run_options(config)[0])
     except ValueError as exc:
         raise ValueError(f"grid configuration {i}: {exc}") from None
 
@@ -354,7 +393,8 @@ def _label(value: Any) -> Any:
         return value.item()
     if isinstance(value, (types.FunctionType, types.BuiltinFunctionType, type)):
         return value.__qualname__
-    return repr(value)
+    text = _repr(value)
+    return repr(value) if text is None else text
 
 
 # ----------------------------------------------------------------- one run

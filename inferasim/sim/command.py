@@ -12,7 +12,6 @@ import argparse
 from pathlib import Path
 
 from inferasim._cli_workload import add_workload_arguments, workload_from_args
-from inferasim._format import format_summary
 from inferasim.sim.cache import EVICTION_POLICIES
 from inferasim.sim.config import EngineConfig
 from inferasim.sim.presets import GPUS, MODELS
@@ -173,7 +172,8 @@ def run(args: argparse.Namespace) -> int:
         f"{args.model} on {args.gpu}, tp={args.tp})"
     )
     summary = res.summary(args.slo_ttft_ms, args.slo_tpot_ms)
-    print(format_summary(summary, title=title, notes=summary.notes))
+    summary.title = title
+    print(repr(summary))  # (the metrics that apply to this run)
     reps = res.replicas[["replica", "requests", "token_hit_ratio", "busy_fraction", "evictions"]]
     print("\nper replica:")
     print(reps.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
