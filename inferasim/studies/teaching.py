@@ -148,7 +148,9 @@ def teaching_run(
     num_requests : int, optional
         Requests of the workload (default 800).
     kv_blocks : int, default 96
-        The replica's KV cache unless ``knob`` is ``"kv_blocks"``.
+        The replica's KV cache in blocks of the workload (the experiments are
+        drawn in blocks; the simulator gets ``kv_tokens=kv_blocks *
+        block_size``) unless ``knob`` is ``"kv_blocks"``.
 
     Returns
     -------
