@@ -35,12 +35,12 @@ def main() -> None:
     args = parser.parse_args()
     wl = ism.Workload.from_mooncake(trace_path("conversation_trace.jsonl"))
     pool = [Tier("pool", 30_000_000, read_gbps=25.0, write_gbps=25.0, latency_us=10.0, shared=True)]
-    agg = ism.Simulator(replicas=16, routing="kv_cost", progress=False)
+    agg = ism.Simulator(replicas=16, routing="kv_cost")
     dis = ism.Simulator(
-        prefill_replicas=8, decode_replicas=8, routing="conductor", tiers=pool, progress=False
+        replicas=ism.Disaggregated(prefill=8, decode=8), routing="conductor", tiers=pool
     )
-    t_agg, r_agg = median_time(lambda: agg.run(wl), args.repeats)
-    t_dis, r_dis = median_time(lambda: dis.run(wl), args.repeats)
+    t_agg, r_agg = median_time(lambda: agg.run(wl, progress=False), args.repeats)
+    t_dis, r_dis = median_time(lambda: dis.run(wl, progress=False), args.repeats)
     load = os.getloadavg()[0]
     print(f"{'case':<16}{'median s':>10}{'TTFT mean ms':>14}{'TTFT p99 ms':>13}{'hit ratio':>11}")
     for name, t, r in (("aggregated", t_agg, r_agg), ("disaggregated", t_dis, r_dis)):

@@ -9,7 +9,7 @@ replica link, 10 us) and 3M tokens of its own DRAM (50 GB/s, 5 us).
   a block read from the pool reaches the reader's DRAM when its HBM evicts it);
 * ``pool, dram``: HBM evicts into the pool (Mooncake-like: everything is
   published to the store), DRAM only gets what the pool evicts;
-* ``pool, dram, hot k``: the same with ``replicate_hot_blocks=k``: a block
+* ``pool, dram, hot k``: the same with ``Tiers(..., replicate_hot_blocks=k)``: a block
   read from the pool more than ``k`` times is copied into the reader's DRAM.
 
 Prints per case the CPU time of ``Simulator.run`` (one run), the TTFT mean
@@ -45,11 +45,11 @@ def main() -> None:
     print(f"{'case':<20}{'cpu s':>7}{'TTFT mean':>11}{'TTFT p99':>10}{'hit':>7}{'pool':>7}{'dram':>7}")
     for name, (tiers, hot) in cases.items():
         sim = ism.Simulator(
-            prefill_replicas=8, decode_replicas=8, routing="conductor", tiers=tiers,
-            replicate_hot_blocks=hot, progress=False,
+            replicas=ism.Disaggregated(prefill=8, decode=8), routing="conductor",
+            tiers=ism.Tiers(tiers, replicate_hot_blocks=hot),
         )
         t0 = time.process_time()
-        res = sim.run(wl)
+        res = sim.run(wl, progress=False)
         cpu = time.process_time() - t0
         s = res.summary()
         req = res.requests

@@ -103,22 +103,22 @@ def run_case(case: str, repeats: int, routing: str) -> dict:
         tiered = tiers(pool_tokens=0)
     else:
         tiered = None
-    sim = Simulator(replicas=replicas, routing=routing, progress=False, tiers=tiered)
-    base = Simulator(replicas=replicas, routing=routing, progress=False) if tiered else None
+    sim = Simulator(replicas=replicas, routing=routing, tiers=tiered)
+    base = Simulator(replicas=replicas, routing=routing) if tiered else None
     times, base_times = [], []
     res = None
     for _ in range(repeats):
         if base is not None and case == "conversation-tiers":  # alternate, same process
             t = time.perf_counter()
-            base.run(wl)
+            base.run(wl, progress=False)
             base_times.append(time.perf_counter() - t)
         t = time.perf_counter()
-        res = sim.run(wl)
+        res = sim.run(wl, progress=False)
         times.append(time.perf_counter() - t)
     peak = float("nan")
     if len(wl) <= 200_000:  # tracemalloc slows a run ~2x: skipped for 1M (RSS only)
         tracemalloc.start()
-        sim.run(wl)
+        sim.run(wl, progress=False)
         _, peak = tracemalloc.get_traced_memory()
         tracemalloc.stop()
     steps = int(res.replicas["steps"].sum())
@@ -154,7 +154,7 @@ def policies() -> None:
     wl, replicas = _workload("conversation")
     rows = {}
     for routing in ROUTING_POLICIES:
-        s = Simulator(replicas=replicas, routing=routing, progress=False).run(wl).summary()
+        s = Simulator(replicas=replicas, routing=routing).run(wl, progress=False).summary()
         rows[routing] = s[
             [
                 "block_hit_ratio",

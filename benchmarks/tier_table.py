@@ -68,21 +68,20 @@ def table(replicas: int = 10) -> pd.DataFrame:
                     routing=routing,
                     cost_model=cost,
                     tiers=tiers(**sizes) or None,
-                    progress=False,
-                ).run(wl)
+                ).run(wl, progress=False)
                 s = res.summary()
+                # hits by tier (a row per tier of the run; a tier not there serves 0)
+                hits = res.tiers["token_hit_ratio"].reindex(["hbm", "dram", "pool"], fill_value=0.0)
                 row = {
                     "trace": trace,
                     "routing": routing,
                     "layout": layout,
                     "hit": s["token_hit_ratio"],
-                    "hbm": s.get("hbm_token_hit_ratio", s["token_hit_ratio"]),
-                    "dram": s.get("dram_token_hit_ratio", 0.0),
-                    "pool": s.get("pool_token_hit_ratio", 0.0),
+                    **hits.to_dict(),
                     "prefill_gpu_ms": float(prefill_gpu_ms(res, cost).mean()),
                     "ttft_ms_mean": s["ttft_ms_mean"],
                     "ttft_ms_p90": s["ttft_ms_p90"],
-                    "load_ms_mean": s.get("load_ms_mean", 0.0),
+                    "load_ms_mean": s["load_ms_mean"] if len(res.tiers) > 1 else 0.0,
                     "run_s": time.perf_counter() - t,
                 }
                 rows.append(row)

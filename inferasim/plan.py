@@ -21,23 +21,25 @@ Examples
 --------
 >>> import inferasim as ism
 >>> wl = ism.Workload.from_requests([10.0 * k for k in range(50)], [100] * 50, [1] * 50)
->>> sim = ism.Simulator(max_num_seqs=1, max_batched_tokens=100, kv_blocks=8,
-...                     cost_model=ism.LinearCostModel(), progress=False)
->>> cap = ism.plan.max_rate(wl, sim, slo_ttft_ms=11.0)
+>>> sim = ism.Simulator(engine=ism.EngineConfig(max_num_seqs=1, max_batched_tokens=100),
+...                     kv_tokens=8 * 512, cost_model=ism.LinearCostModel())
+>>> cap = ism.plan.max_rate(wl, sim, slo_ttft_ms=11.0, run={"progress": False})
 >>> 0.98 <= cap.load <= 1.0   # service 10 ms per request, one every 10 ms: load 1
 True
 """
 
 from __future__ import annotations
 
-import inspect
+import copy
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from inferasim._run_options import run_options
 from inferasim.workload import Workload
 
 __all__ = ["MaxRate", "MinReplicas", "max_rate", "min_replicas", "pareto", "with_cost"]
@@ -45,15 +47,16 @@ __all__ = ["MaxRate", "MinReplicas", "max_rate", "min_replicas", "pareto", "with
 
 # ----------------------------------------------------------------- helpers
 def _simulator_with(simulator: Any, **changes: Any) -> Any:
-    """A copy of a Simulator with some parameters changed (constructors only store them)."""
+    """A deep copy of a Simulator with some parameters changed (``set_params`` keys).
+
+    The copy shares no object with ``simulator``: the user's simulator, its
+    router and cost model stay as they were whatever the probes do.
+    """
     from inferasim.sim import Simulator
 
     if not isinstance(simulator, Simulator):
         raise TypeError(f"simulator must be a Simulator, got {type(simulator).__name__}")
-    names = [n for n in inspect.signature(Simulator.__init__).parameters if n != "self"]
-    params = {n: getattr(simulator, n) for n in names if hasattr(simulator, n)}
-    params.update(changes)
-    return Simulator(**params)
+    return copy.deepcopy(simulator).set_params(**changes)
 
 
 def _check_slo(slo_ttft_ms: float | None, slo_tpot_ms: float | None, percentile: float) -> None:
@@ -80,10 +83,11 @@ def _probe(
     slo_ttft_ms: float | None,
     slo_tpot_ms: float | None,
     percentile: float,
+    run: Mapping[str, Any],
 ) -> dict[str, Any]:
     """Simulate at one load multiplier; say whether the objective holds."""
     wl = workload if load == 1.0 else workload.scale_time(1.0 / load)
-    res = simulator.run(wl)
+    res = simulator.run(wl, **run)
     req = res.requests
     fin = req[req["status"] == "finished"]
     rejected = int(len(req) - len(fin))
@@ -102,7 +106,7 @@ def _probe(
     tokens = float(fin["input_len"].sum() + fin["output_len"].sum())
     return {
         "load": float(load),
-        "replicas": int(simulator.replicas),
+        "replicas": int(res.config["replicas"]),
         "gpus": int(len(res.replicas)) * int(tp),
         "ttft_ms": ttft_q,
         "tpot_ms": tpot_q,
@@ -210,6 +214,7 @@ def max_rate(
     min_load: float = 1.0 / 1024,
     max_load: float = 1024.0,
     usd_per_gpu_hour: float | None = None,
+    run: Mapping[str, Any] | None = None,
 ) -> MaxRate:
     """The highest load factor at which the fleet meets the objective.
 
@@ -224,7 +229,7 @@ def max_rate(
     ----------
     workload : Workload
     simulator : Simulator
-        The fleet (its ``progress`` setting is kept).
+        The fleet (probes run on a copy; ``simulator`` is not changed).
     slo_ttft_ms, slo_tpot_ms : float, optional
         Bounds on the ``percentile``-th TTFT and TPOT (at least one).
     percentile : float, default 99
@@ -237,6 +242,9 @@ def max_rate(
         ``max_load`` the search stops and returns it.
     usd_per_gpu_hour : float, optional
         GPU price, for ``usd_per_million_tokens``.
+    run : dict, optional
+        :meth:`~inferasim.sim.Simulator.run` options for every probe, e.g.
+        ``{"closed_loop": True, "progress": False}``.
 
     Returns
     -------
@@ -246,8 +254,9 @@ def max_rate(
     --------
     >>> import inferasim as ism
     >>> wl = ism.Workload.from_synthetic(200, rate=5.0, input_len=1024, output_len=32, seed=0)
-    >>> sim = ism.Simulator(cost_model=ism.LinearCostModel(kv_blocks=64), progress=False)
-    >>> cap = ism.plan.max_rate(wl, sim, slo_ttft_ms=500, rtol=0.05, usd_per_gpu_hour=2.0)
+    >>> sim = ism.Simulator(cost_model=ism.LinearCostModel(kv_blocks=64))
+    >>> cap = ism.plan.max_rate(wl, sim, slo_ttft_ms=500, rtol=0.05, usd_per_gpu_hour=2.0,
+    ...                         run={"progress": False})
     >>> bool(cap.probes["meets_slo"].any()), cap.load > 1
     (True, True)
     >>> bool(cap.probes.query("load > @cap.load * 1.05")["meets_slo"].any())
@@ -263,11 +272,12 @@ def max_rate(
             f"need 0 < min_load <= start <= max_load, got {min_load!r}, {start!r}, {max_load!r}"
         )
     offered = _offered_rps(workload)
-    _simulator_with(simulator)  # type check only
+    options = run_options(run)
+    sim = _simulator_with(simulator)
     probes: list[dict[str, Any]] = []
 
     def ok(x: float) -> bool:
-        probes.append(_probe(workload, simulator, x, slo_ttft_ms, slo_tpot_ms, percentile))
+        probes.append(_probe(workload, sim, x, slo_ttft_ms, slo_tpot_ms, percentile, options))
         return probes[-1]["meets_slo"]
 
     good: dict[str, Any] | None = None
@@ -322,6 +332,7 @@ def min_replicas(
     percentile: float = 99.0,
     max_replicas: int = 1024,
     usd_per_gpu_hour: float | None = None,
+    run: Mapping[str, Any] | None = None,
 ) -> MinReplicas:
     """The fewest replicas of a simulator's fleet that meet the objective at a load.
 
@@ -334,7 +345,8 @@ def min_replicas(
     ----------
     workload : Workload
     simulator : Simulator
-        The fleet to size (its ``replicas`` is ignored).
+        The fleet to size: an aggregated one (``replicas`` an int, which is
+        ignored); probes run on copies, ``simulator`` is not changed.
     load : float, default 1.0
         Load multiplier (``workload.scale_time(1 / load)``).
     rate : float, optional
@@ -346,6 +358,8 @@ def min_replicas(
         Give up above this many (the answer is then 0).
     usd_per_gpu_hour : float, optional
         GPU price, for ``usd_per_million_tokens``.
+    run : dict, optional
+        :meth:`~inferasim.sim.Simulator.run` options for every probe.
 
     Returns
     -------
@@ -356,9 +370,10 @@ def min_replicas(
     >>> import inferasim as ism
     >>> # one 10 ms request every 3 ms: round-robin over 4 replicas gives each one every 12 ms
     >>> wl = ism.Workload.from_requests([3.0 * k for k in range(120)], [100] * 120, [1] * 120)
-    >>> sim = ism.Simulator(routing="round_robin", max_num_seqs=1, max_batched_tokens=100,
-    ...                     kv_blocks=8, cost_model=ism.LinearCostModel(), progress=False)
-    >>> ism.plan.min_replicas(wl, sim, slo_ttft_ms=11.0).replicas
+    >>> sim = ism.Simulator(routing="round_robin", kv_tokens=8 * 512,
+    ...                     engine=ism.EngineConfig(max_num_seqs=1, max_batched_tokens=100),
+    ...                     cost_model=ism.LinearCostModel())
+    >>> ism.plan.min_replicas(wl, sim, slo_ttft_ms=11.0, run={"progress": False}).replicas
     4
     """
     if not isinstance(workload, Workload):
@@ -373,13 +388,23 @@ def min_replicas(
         raise ValueError(f"load must be a positive finite number, got {load!r}")
     if isinstance(max_replicas, bool) or not isinstance(max_replicas, int) or max_replicas < 1:
         raise ValueError(f"max_replicas must be a positive integer, got {max_replicas!r}")
+    options = run_options(run)
     _simulator_with(simulator)  # type check only
+    from inferasim.sim import Disaggregated
+
+    if isinstance(simulator.replicas, Disaggregated):
+        raise ValueError(
+            f"min_replicas sizes an aggregated fleet (replicas=int); this simulator has "
+            f"replicas={simulator.replicas!r}"
+        )
     probes: list[dict[str, Any]] = []
     met: dict[int, dict[str, Any]] = {}
 
     def ok(r: int) -> bool:
         sim = _simulator_with(simulator, replicas=r)
-        probes.append(_probe(workload, sim, float(load), slo_ttft_ms, slo_tpot_ms, percentile))
+        probes.append(
+            _probe(workload, sim, float(load), slo_ttft_ms, slo_tpot_ms, percentile, options)
+        )
         if probes[-1]["meets_slo"]:
             met[r] = probes[-1]
         return probes[-1]["meets_slo"]

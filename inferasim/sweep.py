@@ -3,13 +3,22 @@
 ``inferasim.sweep(workload, grid, load=[...])`` runs one simulation per
 (workload, configuration, load) and returns one row per run: the
 configuration as columns, then the summary metrics of the run
-(:meth:`SimResult.summary`: TTFT/TPOT/E2E percentiles, hit ratios, by tier
-when the simulator has tiers, throughput, goodput) plus ``gpus`` (replicas
-times tensor parallelism) and ``input_tok_s``.
+(:meth:`SimResult.summary`: TTFT/TPOT/E2E percentiles, hit ratios,
+throughput, goodput) plus ``<tier>_token_hit_ratio`` for each lower KV tier
+(from :attr:`SimResult.tiers`), ``gpus`` (replicas times tensor parallelism)
+and ``input_tok_s``.
 
 The module itself is callable: ``inferasim.sweep(...)`` and
 ``inferasim.sweep.sweep(...)`` are the same function, so ``import
 inferasim.sweep`` never hides the function behind the module.
+
+**Grid keys.** The names of :meth:`Simulator.get_params
+<inferasim.sim.Simulator.get_params>`, nested settings as ``outer__inner``
+(``"engine__max_num_seqs"``, ``"routing__overlap_weight"``,
+``"replicas__prefill"``); every run sets them on its own fresh copy of a
+``Simulator()``. :meth:`Simulator.run <inferasim.sim.Simulator.run>` options
+(``closed_loop``, ``think_time``, ``timeline_ms``) are grid keys too, or go
+to every run as ``run={...}``.
 
 **Executors.** ``executor=None`` runs in this process; ``"processes"`` runs
 on a :class:`concurrent.futures.ProcessPoolExecutor` with one worker per
@@ -59,9 +68,9 @@ Examples
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import hashlib
-import inspect
 import itertools
 import json
 import math
@@ -78,6 +87,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import pandas as pd
 
+from inferasim._run_options import RUN_OPTIONS, run_options
 from inferasim.workload import Workload
 
 __all__ = ["sweep", "fingerprint", "read_store", "seed_of"]
@@ -156,13 +166,50 @@ def _token(value: Any, where: str) -> Any:
         }
     if isinstance(value, (types.FunctionType, types.BuiltinFunctionType, type)):
         return {"callable": f"{value.__module__}.{value.__qualname__}"}
-    text = repr(value)
-    if " at 0x" in text:
+    text = _repr(value)
+    if text is None:
         raise ValueError(
-            f"grid value {where} = {text} has no stable description (its repr shows a memory "
-            "address): give it a repr naming its parameters, or make it a dataclass"
+            f"grid value {where} = {value!r} has no stable description (its repr shows a "
+            "memory address and its constructor's arguments are not all attributes): give "
+            "it a repr naming its parameters, or make it a dataclass"
         )
     return {"repr": f"{type(value).__module__}.{type(value).__qualname__}:{text}"}
+
+
+def _repr(value: Any) -> str | None:
+    """``repr(value)``; for a repr showing a memory address, ``Class(a=..., b=...)``
+    from its constructor's arguments read back as attributes (scikit-learn's
+    convention, e.g. a router object), or None when it has none or one of them is
+    not an attribute (then nothing says which object it is).
+
+    Examples
+    --------
+    >>> from inferasim.sim import KvCostRouter
+    >>> _repr(KvCostRouter(overlap_weight=2.0))
+    'KvCostRouter(overlap_weight=2.0, temperature=0.0, block_size=512)'
+    >>> _repr(lambda: 0) is None
+    True
+    """
+    text = repr(value)
+    if " at 0x" not in text:
+        return text
+    import inspect
+
+    cls = type(value)
+    if cls.__module__ == "builtins" or cls.__init__ is object.__init__:
+        return None  # (a bound method, a function, an object without parameters)
+    try:
+        params = inspect.signature(cls.__init__).parameters
+    except (TypeError, ValueError):
+        return None
+    names = [n for n in params if n != "self"]
+    varying = (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
+    if not names or any(params[n].kind in varying or not hasattr(value, n) for n in names):
+        return None
+    args = ", ".join(f"{n}={getattr(value, n)!r}" for n in names)
+    if " at 0x" in args:
+        return None
+    return f"{cls.__qualname__}({args})"
 
 
 def _callable_name(fn: Any) -> str:
@@ -211,10 +258,47 @@ def seed_of(config: Mapping[str, Any]) -> int:
 
 # ----------------------------------------------------------------- grid
 def _simulator_parameters() -> list[str]:
+    """The top-level parameters of :class:`~inferasim.sim.Simulator` (``get_params``)."""
     from inferasim.sim import Simulator
 
-    names = list(inspect.signature(Simulator.__init__).parameters)
-    return [n for n in names if n not in ("self", "progress")]
+    return list(Simulator().get_params(deep=False))
+
+
+def _split_run_options(config: Mapping[str, Any]) -> tuple[dict, dict]:
+    """A configuration as (Simulator parameters, :meth:`Simulator.run` options)."""
+    sim = {k: v for k, v in config.items() if k not in RUN_OPTIONS}
+    return sim, {k: v for k, v in config.items() if k in RUN_OPTIONS}
+
+
+def _simulator(params: Mapping[str, Any]) -> Any:
+    """A Simulator with ``params`` (``get_params`` keys) set, sharing no object with them.
+
+    The deep copy keeps the user's objects (routers, cost models) as they
+    were whatever a run does to its own.
+    """
+    from inferasim.sim import Simulator
+
+    return copy.deepcopy(Simulator().set_params(**params))
+
+
+def _check_config(i: int, config: Mapping[str, Any]) -> None:
+    """Raise ValueError when configuration ``i`` names no Simulator parameter or run option."""
+    if "progress" in config:
+        raise ValueError("grid sets 'progress': sweep runs simulations without their own bars")
+    names = _simulator_parameters()
+    bad = [k for k in config if k not in RUN_OPTIONS and k.partition("__")[0] not in names]
+    if bad:
+        known = [*names, *(o for o in RUN_OPTIONS if o != "progress")]
+        raise ValueError(
+            f"grid configuration {i} has unknown Simulator parameter(s) {bad}; "
+            f"known: {known} (nested settings as outer__inner, e.g. engine__max_num_seqs)"
+        )
+    from inferasim.sim import Simulator
+
+    try:
+        Simulator().set_params(**_split_run_options(config)[0])
+    except ValueError as exc:
+        raise ValueError(f"grid configuration {i}: {exc}") from None
 
 
 def _expand(grid: Mapping[str, Sequence[Any]] | Sequence[Mapping[str, Any]]) -> list[dict]:
@@ -245,16 +329,8 @@ def _expand(grid: Mapping[str, Sequence[Any]] | Sequence[Mapping[str, Any]]) -> 
         raise TypeError(
             f"grid must be a dict of lists or a list of dicts, got {type(grid).__name__}"
         )
-    allowed = _simulator_parameters()
     for i, c in enumerate(configs):
-        bad = [k for k in c if k not in allowed]
-        if "progress" in bad:
-            raise ValueError("grid sets 'progress': sweep runs simulations without their own bars")
-        if bad:
-            raise ValueError(
-                f"grid configuration {i} has unknown Simulator parameter(s) {bad}; "
-                f"known: {allowed}"
-            )
+        _check_config(i, c)
     return configs
 
 
@@ -317,7 +393,8 @@ def _label(value: Any) -> Any:
         return value.item()
     if isinstance(value, (types.FunctionType, types.BuiltinFunctionType, type)):
         return value.__qualname__
-    return repr(value)
+    text = _repr(value)
+    return repr(value) if text is None else text
 
 
 # ----------------------------------------------------------------- one run
@@ -342,6 +419,8 @@ def _measure(res: Any, sim: Any, spec: Any, slo: tuple) -> dict[str, Any]:
         return {str(k): _py(v) for k, v in values.items()}
     s = res.summary(slo_ttft_ms=slo[0], slo_tpot_ms=slo[1])
     out = {str(k): _py(v) for k, v in s.items()}
+    for tier, hit in res.tiers["token_hit_ratio"].drop("hbm").items():  # by lower tier
+        out[f"{tier}_token_hit_ratio"] = float(hit)
     tp = getattr(sim.cost_model, "tp", 1) if sim.cost_model is not None else 1
     out["gpus"] = int(len(res.replicas)) * int(tp)
     req = res.requests
@@ -360,11 +439,10 @@ def _measure(res: Any, sim: Any, spec: Any, slo: tuple) -> dict[str, Any]:
 def _run_task(workload: Workload, task: _Task) -> tuple[int, dict[str, Any], str | None]:
     """Run one configuration; never raises (a failure becomes the error message)."""
     try:
-        from inferasim.sim import Simulator
-
-        sim = Simulator(**task.params, progress=False)
+        params, options = _split_run_options(task.params)
+        sim = _simulator(params)
         wl = workload if task.scale_time == 1.0 else workload.scale_time(task.scale_time)
-        res = sim.run(wl)
+        res = sim.run(wl, progress=False, **options)
         return task.index, _measure(res, sim, task.metrics, task.slo), None
     except Exception as exc:  # the sweep goes on; the row says what went wrong
         return task.index, {}, f"{type(exc).__name__}: {exc}"
@@ -546,7 +624,7 @@ def read_store(store: str | os.PathLike[str]) -> pd.DataFrame:
     >>> wl = ism.Workload.from_requests([0, 100], [64, 64], [2, 2], block_size=16)
     >>> folder = tempfile.mkdtemp() + "/runs.parquet"
     >>> df = ism.sweep(wl, {"replicas": [1, 2], "cost_model": [ism.LinearCostModel()],
-    ...                      "kv_blocks": [64]}, progress=False, store=folder)
+    ...                      "kv_tokens": [64 * 16]}, progress=False, store=folder)
     >>> sorted(read_store(folder)["replicas"].tolist())
     [1, 2]
     """
@@ -567,6 +645,7 @@ def sweep(
     store: str | os.PathLike[str] | None = None,
     slo_ttft_ms: float | None = None,
     slo_tpot_ms: float | None = None,
+    run: Mapping[str, Any] | None = None,
 ) -> pd.DataFrame:
     """Simulate every (workload, configuration, load) of a grid; one row per run.
 
@@ -575,10 +654,19 @@ def sweep(
     workload : Workload or dict of str to Workload
         Several workloads (a dict) add a ``workload`` column with their names.
     grid : dict of lists, or list of dicts
-        :class:`~inferasim.sim.Simulator` parameters (any of them:
-        ``replicas``, ``routing``, ``kv_blocks``, ``cost_model``, ``eviction``,
-        ``tiers``, ...). A dict of lists is the Cartesian product in key order
-        (the last key varies fastest); a list of dicts is taken as it is.
+        :class:`~inferasim.sim.Simulator` parameters by their
+        :meth:`~inferasim.sim.Simulator.get_params` names: ``replicas``,
+        ``routing``, ``kv_tokens``, ``cost_model``, ``eviction``, ``tiers``,
+        ..., and nested settings as ``outer__inner`` (``engine__max_num_seqs``,
+        ``routing__overlap_weight``, ``replicas__prefill``,
+        ``admission__ttft_ms``). Each run gets its own copy of the
+        simulator (:meth:`~inferasim.sim.Simulator.set_params` on a fresh
+        ``Simulator()``, deep-copied), so objects in the grid are never
+        changed. A key naming a :meth:`~inferasim.sim.Simulator.run` option
+        (``closed_loop``, ``think_time``, ``timeline_ms``) varies that option;
+        ``progress`` is an error (the sweep has one bar). A dict of lists is
+        the Cartesian product in key order (the last key varies fastest); a
+        list of dicts is taken as it is.
     load : list of float, or dict, optional
         The loads to run each configuration at, as a list of ``scale_time``
         factors (``0.5`` halves every arrival time: twice the load), or as a
@@ -588,7 +676,8 @@ def sweep(
         ``{"scale_time": [...]}``. Default: the workloads as they are. The
         frame gets ``load`` (multiplier), ``scale_time`` and ``offered_rps``.
     metrics : list of str or callable, optional
-        Default: every entry of :meth:`SimResult.summary` plus ``gpus`` and
+        Default: every entry of :meth:`SimResult.summary` plus
+        ``<tier>_token_hit_ratio`` per lower KV tier, ``gpus`` and
         ``input_tok_s``. A list keeps those names only. A callable
         ``f(result) -> dict`` computes the metrics itself (for the process
         and Dask executors it must be picklable: a module-level function).
@@ -603,7 +692,14 @@ def sweep(
         a rerun skips the runs already in it. Needs pyarrow.
     slo_ttft_ms, slo_tpot_ms : float, optional
         Objectives passed to :meth:`SimResult.summary` for ``goodput_rps``
-        and ``slo_attainment``.
+        and ``slo_attainment`` (to reject requests by SLO, put an
+        ``admission=SloAdmission(...)`` in the grid).
+    run : dict, optional
+        :meth:`~inferasim.sim.Simulator.run` options for every run, e.g.
+        ``{"closed_loop": True, "think_time": 500.0}``: part of every
+        configuration as if the grid gave them with one value (a column
+        each, in the seed and the store key). A key also in the grid, or not
+        a run option, is an error.
 
     Returns
     -------
@@ -631,6 +727,15 @@ def sweep(
     'ValueError: replicas must be a positive integer, got 0'
     >>> round(float(df["offered_rps"].iloc[0]), 6)
     10.0
+
+    Nested settings by ``outer__inner`` keys, run options for every run:
+
+    >>> df = ism.sweep(wl, {"routing__overlap_weight": [1.0, 4.0], "engine__max_num_seqs": [8]},
+    ...                run={"timeline_ms": 100.0}, metrics=["finished"], progress=False)
+    >>> df[["routing__overlap_weight", "engine__max_num_seqs", "timeline_ms"]].to_dict("records")[1]
+    {'routing__overlap_weight': 4.0, 'engine__max_num_seqs': 8, 'timeline_ms': 100.0}
+    >>> df["finished"].tolist()
+    [60.0, 60.0]
     """
     from tqdm.auto import tqdm
 
@@ -655,6 +760,12 @@ def sweep(
         if v is not None and not (isinstance(v, (int, float)) and v > 0):
             raise ValueError(f"{name} must be a positive number, got {v!r}")
     configs = _expand(grid)
+    fixed = run_options(run, progress=False)
+    for i, c in enumerate(configs):
+        both = [k for k in fixed if k in c]
+        if both:
+            raise ValueError(f"grid configuration {i} and run= both set {both}: give each once")
+        c.update(fixed)
     loads = _loads(load, workloads)
     slo = (slo_ttft_ms, slo_tpot_ms)
     path = None

@@ -116,6 +116,17 @@ def _tokens_label(tokens: float) -> str:
     return f"{tokens:,.0f}"
 
 
+def _whole_blocks(tokens: float, block_size: int) -> int:
+    """``Simulator(kv_tokens=...)`` for a capacity: whole blocks of it in tokens, at least one.
+
+    Examples
+    --------
+    >>> _whole_blocks(3e6, 512), _whole_blocks(100, 512)
+    (2999808, 512)
+    """
+    return max(int(tokens // block_size), 1) * block_size
+
+
 class CacheSizing(W.VBox):
     """Cache-sizing controls and live plots; build one with :func:`cache_sizing`.
 
@@ -414,8 +425,8 @@ class CacheSizing(W.VBox):
         Examples
         --------
         >>> w = cache_sizing({"demo": _demo_workload()}, capacity_tokens=1e5)
-        >>> w.settings()["kv_blocks"], w.settings()["routing"]
-        (195, 'kv_cost')
+        >>> w.settings()["kv_tokens"], w.settings()["routing"]  # 195 whole blocks of 512 tokens
+        (99840, 'kv_cost')
         """
         c = self.controls
         return {
@@ -423,7 +434,7 @@ class CacheSizing(W.VBox):
             "replicas": int(c["replicas"].value),
             "routing": c["routing"].value,
             "eviction": c["policy"].value,
-            "kv_blocks": max(int(self.capacity_tokens // self.workload.block_size), 1),
+            "kv_tokens": _whole_blocks(self.capacity_tokens, self.workload.block_size),
             "load": float(c["load"].value),
         }
 
@@ -478,17 +489,16 @@ class CacheSizing(W.VBox):
                 replicas=s["replicas"],
                 routing=s["routing"],
                 eviction=eviction,
-                kv_blocks=s["kv_blocks"],
+                kv_tokens=s["kv_tokens"],
                 seed=0,
-                progress=live,
             )
             if live:
                 with self.sim_progress:
                     self.sim_progress.clear_output()
-                    self.result = sim.run(wl)
+                    self.result = sim.run(wl, progress=True)
                 self.sim_progress.clear_output()
             else:
-                self.result = sim.run(wl)
+                self.result = sim.run(wl, progress=False)
         except Exception as exc:
             self.progress.bar_style = "danger"
             self.status.value = f"simulation failed: {exc}"
@@ -576,9 +586,9 @@ class CacheSizing(W.VBox):
         wl, eviction = self._sim_run
         routed = req[req["replica"] >= 0]
         hit = float(routed["cached_tokens"].sum() / max(int(routed["input_len"].sum()), 1))
-        cap = s["kv_blocks"] * wl.block_size
+        cap = s["kv_tokens"]
         one = float(
-            reuse_curve(wl, [s["kv_blocks"]], policy=eviction, full_blocks_only=True)[
+            reuse_curve(wl, [cap // wl.block_size], policy=eviction, full_blocks_only=True)[
                 "token_hit_ratio"
             ].iloc[0]
         )
@@ -1029,8 +1039,8 @@ class TieredCacheSizing(W.VBox):
         Examples
         --------
         >>> w = tiered_cache_sizing(_demo_workload(), dram_tokens=1e5, replicas=2)
-        >>> "dram_token_hit_ratio" in w.simulate().summary()
-        True
+        >>> w.simulate().tiers.index.tolist()
+        ['hbm', 'dram']
         """
         from inferasim.sim import Simulator
 
@@ -1043,14 +1053,13 @@ class TieredCacheSizing(W.VBox):
             "replicas": int(c["replicas"].value),
             "routing": c["routing"].value,
             "cost_model": self.cost_model,
-            "kv_blocks": max(int(self.capacities()["hbm"] // bs), 1),
+            "kv_tokens": _whole_blocks(self.capacities()["hbm"], bs),
             "seed": 0,
-            "progress": False,
         }
         self.status.value = f"simulating {len(wl):,} requests twice (with and without tiers) ..."
         start = time.perf_counter()
-        self.baseline = Simulator(**common).run(wl)
-        self.result = Simulator(**common, tiers=self.tiers()).run(wl)
+        self.baseline = Simulator(**common).run(wl, progress=False)
+        self.result = Simulator(**common, tiers=self.tiers()).run(wl, progress=False)
         elapsed = time.perf_counter() - start
         self.status.value = f"simulated {len(wl):,} requests twice in {elapsed:.1f} s"
         self._draw_sim()
@@ -1069,9 +1078,9 @@ class TieredCacheSizing(W.VBox):
         if self.result is None:
             raise RuntimeError("no simulation yet: call simulate() first")
         s, b = self.result.summary(), self.baseline.summary()
-        parts = [f"HBM {s.get('hbm_token_hit_ratio', s['token_hit_ratio']):.1%}"]
-        parts += [f"{t.name} {s[f'{t.name}_token_hit_ratio']:.1%}" for t in self.tiers()]
-        load = s.get("load_ms_mean", 0.0)
+        hits = self.result.tiers["token_hit_ratio"]
+        parts = [f"HBM {hits['hbm']:.1%}"] + [f"{t.name} {hits[t.name]:.1%}" for t in self.tiers()]
+        load = s["load_ms_mean"] if self.tiers() else 0.0
         c = self.controls
         scope = (
             f"the first {self.sim_window_ms / 60_000:g} min of {c['trace'].value}"
@@ -1105,10 +1114,10 @@ class TieredCacheSizing(W.VBox):
             a.set_title("TTFT, load time included")
             a.legend(fontsize=7)
             left = 0.0
+            hits = self.result.tiers["token_hit_ratio"]
             for name in names:
-                key = f"{name}_token_hit_ratio" if f"{name}_token_hit_ratio" in s else "token_hit_ratio"
-                h.barh([0], [s[key]], left=left, color=_TIER_COLORS.get(name, "0.5"), label=name.upper())
-                left += float(s[key])
+                h.barh([0], [hits[name]], left=left, color=_TIER_COLORS.get(name, "0.5"), label=name.upper())
+                left += float(hits[name])
             h.barh([1], [b["token_hit_ratio"]], color=_TIER_COLORS["hbm"])
             h.set_yticks([0, 1], ["with tiers", "HBM only"])
             h.set_xlim(0, 1)

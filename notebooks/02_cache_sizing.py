@@ -98,12 +98,12 @@ display(
 #
 # The **simulate** button runs `ism.Simulator` with the controls' settings
 # on the chosen trace (see the parameter cell for the slice). Here is that
-# run written out: four replicas, a 3M-token LRU cache each (in blocks of
-# 512 tokens), Dynamo-style cache + load cost routing.
+# run written out: four replicas, a 3M-token LRU cache each (`kv_tokens`,
+# whole blocks of 512 tokens), Dynamo-style cache + load cost routing.
 
 # %%
 wl = conv.window(0, WINDOW_MS) if WINDOW_MS else conv
-sim = ism.Simulator(replicas=4, routing="kv_cost", kv_blocks=3_000_000 // wl.block_size, seed=0)
+sim = ism.Simulator(replicas=4, routing="kv_cost", kv_tokens=3_000_000, seed=0)
 res = sim.run(wl)
 res.requests.head()
 
@@ -229,18 +229,19 @@ display(tiered.sim_figure)
 
 # %%
 ts, hs = tiered.result.summary(), tiered.baseline.summary()
+hits = tiered.result.tiers["token_hit_ratio"]  # by tier: hbm, dram, pool
 display(
     Markdown(
         f"On {len(tiered_res.requests):,} requests "
         f"({'the first ' + f'{WINDOW_MS / 60_000:.0f} minutes' if WINDOW_MS else 'the whole trace'}), "
         f"4 replicas with {ism.style.label('kv_cost')} routing serve {ts['token_hit_ratio']:.1%} of prompt "
-        f"tokens from cache with the tiers (HBM {ts['hbm_token_hit_ratio']:.1%}, DRAM "
-        f"{ts['dram_token_hit_ratio']:.1%}, pool {ts['pool_token_hit_ratio']:.1%}) against "
+        f"tokens from cache with the tiers (HBM {hits['hbm']:.1%}, DRAM "
+        f"{hits['dram']:.1%}, pool {hits['pool']:.1%}) against "
         f"{hs['token_hit_ratio']:.1%} with HBM only. TTFT, including a mean wait of "
         f"{ts['load_ms_mean']:.1f} ms for loads, is {ts['ttft_ms_p50']:,.0f} ms at the median "
         f"(HBM only: {hs['ttft_ms_p50']:,.0f} ms) and {ts['ttft_ms_p99']:,.0f} ms at p99 "
         f"(HBM only: {hs['ttft_ms_p99']:,.0f} ms).\n\n"
-        f"The simulated pool serves {ts['pool_token_hit_ratio']:.1%} where the reuse analysis above gives "
+        f"The simulated pool serves {hits['pool']:.1%} where the reuse analysis above gives "
         f"{shares['pool']:.1%}: that analysis replays the whole trace through one replica's hierarchy, "
         f"while the pool of the fleet only receives blocks pushed out of a full DRAM (the fullest "
         f"replica's DRAM peaks at {tiered_res.replicas['dram_peak_tokens'].max():,} of its "

@@ -104,7 +104,7 @@ display(
 # * **cache + load cost**: Dynamo-style, minimising
 #   *overlap weight x new prefill blocks + active decode blocks*.
 #
-# One run is `ism.Simulator(replicas=10, routing=..., kv_blocks=3_000_000 // 512).run(wl)`;
+# One run is `ism.Simulator(replicas=10, routing=..., kv_tokens=3_000_000).run(wl)`;
 # `ism.studies.compare_routing` runs the grid (trace x policy) and returns
 # every request of every run in one frame.
 
@@ -238,8 +238,8 @@ layouts = {
 }
 tier_runs = {
     (routing, layout): ism.Simulator(
-        replicas=N, routing=routing, cost_model=cost, tiers=tiers or None, seed=0, progress=False
-    ).run(conv_t)
+        replicas=N, routing=routing, cost_model=cost, tiers=tiers or None, seed=0
+    ).run(conv_t, progress=False)
     for routing in ("least_loaded", "cache_aware")
     for layout, tiers in layouts.items()
 }
@@ -263,15 +263,15 @@ def prefill_gpu_ms(res: ism.SimResult) -> np.ndarray:
 
 def tier_row(res: ism.SimResult) -> dict[str, float]:
     s = res.summary()
+    # hits by tier (SimResult.tiers has a row per tier of the run; none found is 0)
+    hits = res.tiers["token_hit_ratio"].reindex(["hbm", "dram", "pool"], fill_value=0.0)
     return {
         "hit": s["token_hit_ratio"],
-        "hbm": s.get("hbm_token_hit_ratio", s["token_hit_ratio"]),
-        "dram": s.get("dram_token_hit_ratio", 0.0),
-        "pool": s.get("pool_token_hit_ratio", 0.0),
+        **hits.to_dict(),
         "prefill_gpu_ms": prefill_gpu_ms(res).mean(),
         "ttft_mean_ms": s["ttft_ms_mean"],
         "ttft_p50_ms": s["ttft_ms_p50"],
-        "load_wait_ms": s.get("load_ms_mean", 0.0),
+        "load_wait_ms": s["load_ms_mean"] if len(res.tiers) > 1 else 0.0,  # (no tiers: no loads)
     }
 
 

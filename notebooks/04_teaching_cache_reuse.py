@@ -59,7 +59,7 @@ base.to_frame()
 
 # %%
 wl = ism.studies.teaching_workload(num_requests=400 if QUICK else None)
-res = ism.Simulator(replicas=1, kv_blocks=KV_BLOCKS, seed=0).run(wl)
+res = ism.Simulator(replicas=1, kv_tokens=KV_BLOCKS * wl.block_size, seed=0).run(wl)
 ceiling = ism.reuse.infinite_hit_ratio(wl).token_hit_ratio
 summary = res.summary()
 display(

@@ -247,13 +247,11 @@ PAPER_TTFT_S = {"random": 92.07, "load balancing": 60.41, "global cache-aware": 
 sched_rows = []
 for label, (routing, tiers) in SCHEDULERS.items():
     res = ism.Simulator(
-        prefill_replicas=10,
-        decode_replicas=10,
+        replicas=ism.Disaggregated(prefill=10, decode=10),
         routing=routing,
         tiers=tiers,
         cost_model=cost,
-        progress=False,
-    ).run(sim_wl)
+    ).run(sim_wl, progress=False)
     s = res.summary()
     sched_rows.append(
         {
@@ -303,26 +301,24 @@ display(
 # arrived (the paper replays at 2x; our model of an 8-GPU A100 node is
 # faster than the paper's testbed, so we replay at 4x to overload the
 # prefill pool), and the paper's SLOs: TTFT 30 s, TBT 0.1 s per token.
-# `admission="slo"` rejects at arrival a request whose predicted TTFT on the
-# chosen prefill instance exceeds 30 s or whose predicted decode step on
-# the least loaded decode instance with room exceeds 0.1 s.
+# `admission=ism.SloAdmission(ttft_ms=..., tpot_ms=...)` rejects at arrival
+# a request whose predicted TTFT on the chosen prefill instance exceeds 30 s
+# or whose predicted decode step on the least loaded decode instance with
+# room exceeds 0.1 s.
 
 # %%
 fast_wl = sim_wl.scale_time(0.25)
 SLO_TTFT, SLO_TPOT = 30_000.0, 100.0
 over = {}
-for label, admission in (("admit all", None), ("early rejection", "slo")):
+early_rejection = ism.SloAdmission(ttft_ms=SLO_TTFT, tpot_ms=SLO_TPOT)
+for label, admission in (("admit all", None), ("early rejection", early_rejection)):
     res = ism.Simulator(
-        prefill_replicas=8,
-        decode_replicas=8,
+        replicas=ism.Disaggregated(prefill=8, decode=8),
         routing="conductor",
         tiers=POOL,
         cost_model=cost,
         admission=admission,
-        slo_ttft_ms=SLO_TTFT,
-        slo_tpot_ms=SLO_TPOT,
-        progress=False,
-    ).run(fast_wl)
+    ).run(fast_wl, progress=False)
     s = res.summary(slo_ttft_ms=SLO_TTFT, slo_tpot_ms=SLO_TPOT)
     over[label] = {
         "requests": s["requests"],

@@ -190,7 +190,7 @@ display(
         f"blocks evicted from HBM come back over the link instead of being recomputed.\n\n"
         f"Of the {len(missed)} runs that miss the objective, {tpot_miss} miss it on TPOT and "
         f"{ttft_miss} on TTFT. TPOT suffers first: on a busy replica decode steps share the batch "
-        f"with {ism.Simulator().max_batched_tokens:,}-token prefill chunks, each a step of hundreds of milliseconds, so a short "
+        f"with {ism.EngineConfig().max_batched_tokens:,}-token prefill chunks, each a step of hundreds of milliseconds, so a short "
         f"answer that meets one or two of them has a long time per token; a fleet that is clearly "
         f"too small then also queues prompts faster than it serves them, and its p99 TTFT runs into "
         f"minutes. No fleet gets p99 TTFT below "
@@ -211,16 +211,16 @@ display(
 
 # %%
 slo = dict(slo_ttft_ms=SLO_TTFT_MS, slo_tpot_ms=SLO_TPOT_MS, usd_per_gpu_hour=USD_PER_GPU_HOUR)
+quiet = {"progress": False}  # Simulator.run options of every probe
 sized = {
     gb: plan.min_replicas(
-        wl, ism.Simulator(routing="kv_cost", cost_model=cost, tiers=tiers_by_gb[gb], progress=False),
-        load=1, max_replicas=64, **slo,
+        wl, ism.Simulator(routing="kv_cost", cost_model=cost, tiers=tiers_by_gb[gb]),
+        load=1, max_replicas=64, run=quiet, **slo,
     )
     for gb in (no_dram, most_dram)
 }
-fleet = ism.Simulator(replicas=sized[no_dram].replicas, routing="kv_cost", cost_model=cost,
-                      progress=False)
-headroom = plan.max_rate(wl, fleet, rtol=0.05, **slo)
+fleet = ism.Simulator(replicas=sized[no_dram].replicas, routing="kv_cost", cost_model=cost)
+headroom = plan.max_rate(wl, fleet, rtol=0.05, run=quiet, **slo)
 display(
     Markdown(
         f"At 1x the smallest fleet is **{sized[no_dram].replicas} replicas** without DRAM "

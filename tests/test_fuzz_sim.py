@@ -30,12 +30,13 @@ import sys
 
 import numpy as np
 import pandas as pd
+from helpers import assert_same
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conftest import examples
 from inferasim import LinearCostModel, Simulator, Workload
-from inferasim.sim import Tier
+from inferasim.sim import Disaggregated, EngineConfig, KvCostRouter, SloAdmission, Tier, Tiers
 
 
 class ZeroDecode:
@@ -97,24 +98,21 @@ def cases(draw) -> dict:
         ids.append(row)
     seqs = draw(st.integers(1, 6))
     cost = draw(st.sampled_from(["linear", "zero_decode", "slow", "linear_flat"]))
-    return {
-        "wl": dict(arrival_ms=np.cumsum(gaps).tolist(), input_len=P, output_len=out,
-                   hash_ids=ids if draw(st.booleans()) else None, block_size=bs),
-        "sim": dict(
-            replicas=draw(st.integers(1, 4)),
-            routing=draw(st.sampled_from(["round_robin", "random", "least_loaded", "cache_aware",
-                                          "kv_cost", "longest_match", "last", "most_loaded"])),
-            kv_blocks=draw(st.sampled_from([1, 2, 5, 40, 10**6])),
-            max_num_seqs=seqs,
-            max_batched_tokens=draw(st.integers(seqs, 128)),
-            chunked_prefill=draw(st.booleans()),
-            eviction=draw(st.sampled_from(["lru", "fifo", "lfu"])),
-            temperature=draw(st.sampled_from([0.0, 1.0])),
-            seed=draw(st.integers(0, 2)),
-            timeline_ms=draw(st.sampled_from([None, 0.001, 3.0])),
-        ),
-        "cost": cost,
-    }
+    wl = dict(arrival_ms=np.cumsum(gaps).tolist(), input_len=P, output_len=out,
+              hash_ids=ids if draw(st.booleans()) else None, block_size=bs)
+    sim = dict(
+        replicas=draw(st.integers(1, 4)),
+        routing=draw(st.sampled_from(["round_robin", "random", "least_loaded", "cache_aware",
+                                      "kv_cost", "longest_match", "last", "most_loaded"])),
+        kv_blocks=draw(st.sampled_from([1, 2, 5, 40, 10**6])),
+        engine=dict(max_num_seqs=seqs, max_batched_tokens=draw(st.integers(seqs, 128)),
+                    chunked_prefill=draw(st.booleans())),
+        eviction=draw(st.sampled_from(["lru", "fifo", "lfu"])),
+        kv_cost_temperature=draw(st.sampled_from([0.0, 1.0])),
+        seed=draw(st.integers(0, 2)),
+    )
+    run = dict(timeline_ms=draw(st.sampled_from([None, 0.001, 3.0])))
+    return {"wl": wl, "sim": sim, "run": run, "cost": cost}
 
 
 @st.composite
@@ -137,30 +135,33 @@ def pd_cases(draw) -> dict:
     tiers = draw(st.sampled_from(["", "dram", "pool", "dram+pool", "pool+dram"]))
     hot = draw(st.sampled_from([None, 0, 2])) if "+" in tiers else None
     slo = draw(st.sampled_from([None, None, 5.0, 1e4]))
+    wl = dict(arrival_ms=np.cumsum(gaps).tolist(), input_len=P, output_len=out,
+              hash_ids=ids if draw(st.booleans()) else None, block_size=bs)
+    fleet = dict(prefill=draw(st.integers(1, 3)), decode=draw(st.integers(1, 3)))
+    sim = dict(
+        replicas=fleet,
+        routing=draw(st.sampled_from(["round_robin", "random", "least_loaded", "cache_aware",
+                                      "kv_cost", "longest_match", "conductor", "last",
+                                      "most_loaded"])),
+        kv_blocks=draw(st.sampled_from([1, 3, 8, 40, 10**6])),
+        engine=dict(max_num_seqs=seqs, max_batched_tokens=draw(st.integers(seqs, 64)),
+                    chunked_prefill=draw(st.booleans())),
+        eviction=draw(st.sampled_from(["lru", "fifo", "lfu"])),
+        seed=draw(st.integers(0, 2)),
+        slo_ttft_ms=slo,
+    )
+    run = dict(timeline_ms=draw(st.sampled_from([None, 0.5])))
+    fleet.update(
+        layerwise=draw(st.booleans()),
+        handoff_gbps=draw(st.sampled_from([0.01, 0.05, 1.0, 1e6])),
+        handoff_latency_us=draw(st.sampled_from([0.0, 50.0, 1e6])),
+    )
     return {
-        "wl": dict(arrival_ms=np.cumsum(gaps).tolist(), input_len=P, output_len=out,
-                   hash_ids=ids if draw(st.booleans()) else None, block_size=bs),
-        "sim": dict(
-            prefill_replicas=draw(st.integers(1, 3)),
-            decode_replicas=draw(st.integers(1, 3)),
-            routing=draw(st.sampled_from(["round_robin", "random", "least_loaded", "cache_aware",
-                                          "kv_cost", "longest_match", "conductor", "last",
-                                          "most_loaded"])),
-            kv_blocks=draw(st.sampled_from([1, 3, 8, 40, 10**6])),
-            max_num_seqs=seqs,
-            max_batched_tokens=draw(st.integers(seqs, 64)),
-            chunked_prefill=draw(st.booleans()),
-            eviction=draw(st.sampled_from(["lru", "fifo", "lfu"])),
-            seed=draw(st.integers(0, 2)),
-            timeline_ms=draw(st.sampled_from([None, 0.5])),
-            layerwise=draw(st.booleans()),
-            handoff_gbps=draw(st.sampled_from([0.01, 0.05, 1.0, 1e6])),
-            handoff_latency_us=draw(st.sampled_from([0.0, 50.0, 1e6])),
-            admission="slo" if slo is not None else None,
-            slo_ttft_ms=slo,
-            replicate_hot_blocks=hot,
-        ),
+        "wl": wl,
+        "sim": sim,
+        "run": run,
         "tiers": tiers,
+        "hot": hot,
         "cost": draw(st.sampled_from(["linear", "zero_decode", "linear_flat"])),
     }
 
@@ -172,11 +173,32 @@ TIERS = {
 }
 
 
-def build(case: dict) -> tuple[Workload, dict]:
+def build(case: dict) -> tuple[Workload, dict, dict]:
+    """A case as (workload, Simulator parameters, run options).
+
+    A case is plain data (it is pickled to another process): ``kv_blocks`` in
+    the workload's blocks, ``engine`` and a disaggregated ``replicas`` as
+    dicts, ``kv_cost_temperature`` and ``slo_ttft_ms`` for the router and the
+    admission, ``tiers`` and ``hot`` for the tier stack.
+    """
     wl = Workload.from_requests(**case["wl"])
-    sim = dict(case["sim"])
-    sim["routing"] = ROUTERS.get(sim["routing"], sim["routing"])
-    disagg = "prefill_replicas" in sim
+    spec = dict(case["sim"])
+    name = spec.pop("routing")
+    temperature = spec.pop("kv_cost_temperature", 0.0)
+    slo = spec.pop("slo_ttft_ms", None)
+    fleet = spec.pop("replicas")
+    disagg = isinstance(fleet, dict)
+    kv_tokens = spec.pop("kv_blocks") * wl.block_size
+    engine = EngineConfig(**spec.pop("engine"))
+    sim = dict(
+        spec,  # eviction, seed
+        replicas=Disaggregated(**fleet) if disagg else fleet,
+        routing=ROUTERS.get(name) or (KvCostRouter(temperature=temperature)
+                                      if name == "kv_cost" else name),
+        kv_tokens=kv_tokens,
+        engine=engine,
+        admission=None if slo is None else SloAdmission(ttft_ms=slo),
+    )
     kvb = {"kv_bytes_per_token": 1e5} if disagg else {}
     sim["cost_model"] = {
         "linear": LinearCostModel(**kvb),
@@ -186,8 +208,9 @@ def build(case: dict) -> tuple[Workload, dict]:
         "slow": Slow(),
     }[case["cost"]]
     if case.get("tiers"):
-        sim["tiers"] = [TIERS[t] for t in case["tiers"].split("+")]
-    return wl, sim
+        sim["tiers"] = Tiers([TIERS[t] for t in case["tiers"].split("+")],
+                             replicate_hot_blocks=case.get("hot"))
+    return wl, sim, case.get("run", {})
 
 
 @settings(max_examples=examples(20), deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -199,12 +222,12 @@ def test_fuzz_disaggregated(case):
 
 
 def frames(case: dict, fast: bool = True):
-    wl, sim = build(case)
-    return Simulator(**sim, progress=False, fast=fast).run(wl)
+    wl, sim, run = build(case)
+    return Simulator(**sim, fast=fast).run(wl, progress=False, **run)
 
 
 def check(case: dict, res) -> None:
-    wl, sim = build(case)
+    wl, sim, _ = build(case)
     req = res.requests
     assert len(req) == len(wl) and req["request_id"].tolist() == list(range(len(wl)))
     assert set(req["status"]) <= {"finished", "rejected"}
@@ -221,13 +244,13 @@ def check(case: dict, res) -> None:
     assert np.isfinite(tl["time_ms"]).all()
     s = res.summary()
     assert isinstance(s, pd.Series)
-    if "prefill_replicas" in sim:
+    if isinstance(sim["replicas"], Disaggregated):
         check_pd(sim, req, res)
 
 
 def check_pd(sim: dict, req: pd.DataFrame, res) -> None:
     """The disaggregated fleet's own invariants."""
-    P_n, D_n = sim["prefill_replicas"], sim["decode_replicas"]
+    P_n, D_n = sim["replicas"].prefill, sim["replicas"].decode
     reps = res.replicas
     assert reps["role"].tolist() == ["prefill"] * P_n + ["decode"] * D_n
     fin = req[req["status"] == "finished"]
@@ -248,12 +271,6 @@ def check_pd(sim: dict, req: pd.DataFrame, res) -> None:
     if "hbm_hit_tokens" in req.columns:  # tier hits are part of the cached prefix
         hits = req.filter(like="_hit_tokens").sum(axis=1)
         assert (hits == req["cached_tokens"]).all()
-
-
-def assert_same(a, b) -> None:
-    pd.testing.assert_frame_equal(a.requests, b.requests, check_exact=True)
-    pd.testing.assert_frame_equal(a.replicas, b.replicas, check_exact=True)
-    pd.testing.assert_frame_equal(a.timeline, b.timeline, check_exact=True)
 
 
 @settings(max_examples=examples(30), deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -286,9 +303,12 @@ def random_case(rng: np.random.Generator) -> dict:
                    hash_ids=ids, block_size=bs),
         "sim": dict(replicas=int(rng.integers(2, 4)),
                     routing=str(rng.choice(["random", "kv_cost", "cache_aware", "most_loaded"])),
-                    kv_blocks=int(rng.choice([5, 40])), max_num_seqs=4, max_batched_tokens=64,
-                    chunked_prefill=bool(rng.integers(2)), eviction=str(rng.choice(["lru", "lfu"])),
-                    temperature=float(rng.choice([0.0, 1.0])), seed=int(rng.integers(3)), timeline_ms=None),
+                    kv_blocks=int(rng.choice([5, 40])),
+                    engine=dict(max_num_seqs=4, max_batched_tokens=64,
+                                chunked_prefill=bool(rng.integers(2))),
+                    eviction=str(rng.choice(["lru", "lfu"])),
+                    kv_cost_temperature=float(rng.choice([0.0, 1.0])), seed=int(rng.integers(3))),
+        "run": dict(timeline_ms=None),
         "cost": str(rng.choice(["linear", "zero_decode"])),
     }
 
@@ -297,11 +317,12 @@ def random_pd_case(rng: np.random.Generator) -> dict:
     """A disaggregated case like :func:`pd_cases` draws, from a seeded numpy generator."""
     case = random_case(rng)
     sim = case["sim"]
-    del sim["replicas"], sim["temperature"]
-    sim.update(prefill_replicas=int(rng.integers(1, 3)), decode_replicas=int(rng.integers(1, 3)),
-               routing=str(rng.choice(["random", "kv_cost", "conductor", "most_loaded"])),
-               layerwise=bool(rng.integers(2)), handoff_gbps=float(rng.choice([0.05, 1.0])),
-               handoff_latency_us=float(rng.choice([0.0, 50.0])))
+    del sim["kv_cost_temperature"]
+    fleet = dict(prefill=int(rng.integers(1, 3)), decode=int(rng.integers(1, 3)))
+    sim["routing"] = str(rng.choice(["random", "kv_cost", "conductor", "most_loaded"]))
+    sim["replicas"] = dict(fleet, layerwise=bool(rng.integers(2)),
+                           handoff_gbps=float(rng.choice([0.05, 1.0])),
+                           handoff_latency_us=float(rng.choice([0.0, 50.0])))
     case["tiers"] = str(rng.choice(["", "dram+pool"]))
     return case
 

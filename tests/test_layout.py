@@ -5,7 +5,7 @@ Every module under ``inferasim/`` is parsed (not imported) and every
 methods (lazy imports), and under ``if TYPE_CHECKING:``. The layers, lowest
 first, as in DESIGN.md:
 
-    base (errors, _ragged, _format, style) <- workload <- reuse <- sim
+    base (errors, _ragged, _format, style, _run_options) <- workload <- reuse <- sim
     <- sweep / plan <- studies <- plots <- widgets <- figures <- cli / the package
 
 A module may import its own layer or any below it. Within a layer (and
@@ -29,6 +29,7 @@ LAYERS: dict[str, int] = {
     "_ragged": 0,
     "_format": 0,
     "style": 0,
+    "_run_options": 0,  # Simulator.run's option names (sim.topology, sweep and plan check run=)
     "workload": 1,
     "traces": 1,
     "reuse": 2,

@@ -29,20 +29,21 @@ def dd1_workload(n: int = N, gap: float = G0) -> ism.Workload:
 
 def dd1_simulator(**kw) -> ism.Simulator:
     params = dict(
-        max_num_seqs=1,
-        max_batched_tokens=100,
-        kv_blocks=8,
+        engine=ism.EngineConfig(max_num_seqs=1, max_batched_tokens=100),
+        kv_tokens=8 * 512,
         cost_model=ism.LinearCostModel(),
-        progress=False,
     )
     params.update(kw)
     return ism.Simulator(**params)
 
 
+QUIET = {"progress": False}  # the probes' Simulator.run options
+
+
 def test_the_queue_is_the_one_the_derivation_assumes():
     # At load x the gap is G0/x; above x = 1 request k waits k * (S - G0/x).
     # x = 1.25: gap 8 ms, TTFT_k = 10 + 2k.
-    r = dd1_simulator().run(dd1_workload().scale_time(1 / 1.25)).requests
+    r = dd1_simulator().run(dd1_workload().scale_time(1 / 1.25), progress=False).requests
     np.testing.assert_allclose(r["ttft_ms"].to_numpy(), S + 2.0 * np.arange(N))
 
 
@@ -55,7 +56,7 @@ def test_max_rate_matches_the_hand_derived_threshold(slo, rtol):
     # p99 <= slo holds exactly while x <= G0 / (S - (slo - S) / q).
     q = 0.99 * (N - 1)
     x_exact = G0 / (S - (slo - S) / q)  # 1.0430 for slo=30, 1.0955 for slo=60
-    cap = plan.max_rate(dd1_workload(), dd1_simulator(), slo_ttft_ms=slo, rtol=rtol)
+    cap = plan.max_rate(dd1_workload(), dd1_simulator(), slo_ttft_ms=slo, rtol=rtol, run=QUIET)
     assert x_exact / (1 + rtol) <= cap.load <= x_exact
     assert cap.scale_time == pytest.approx(1 / cap.load)
     # offered rate = n * 1000 / span (the package's convention) times the load
@@ -70,13 +71,13 @@ def test_max_rate_matches_the_hand_derived_threshold(slo, rtol):
 def test_max_rate_searches_down_when_the_start_is_too_high():
     q = 0.99 * (N - 1)
     x_exact = G0 / (S - 20.0 / q)
-    cap = plan.max_rate(dd1_workload(), dd1_simulator(), slo_ttft_ms=30.0, start=8.0, rtol=0.01)
+    cap = plan.max_rate(dd1_workload(), dd1_simulator(), slo_ttft_ms=30.0, start=8.0, rtol=0.01, run=QUIET)
     assert x_exact / 1.01 <= cap.load <= x_exact
 
 
 def test_max_rate_is_zero_when_no_load_meets_the_objective():
     # a lone request already takes S = 10 ms to its first token
-    cap = plan.max_rate(dd1_workload(), dd1_simulator(), slo_ttft_ms=9.0, min_load=0.25)
+    cap = plan.max_rate(dd1_workload(), dd1_simulator(), slo_ttft_ms=9.0, min_load=0.25, run=QUIET)
     assert cap.load == 0.0 and cap.rate_rps == 0.0
     assert not cap.probes["meets_slo"].any()
 
@@ -89,8 +90,8 @@ def test_max_rate_tpot_objective_hand_case():
     # grow, TPOT does not), so max_rate runs to max_load.
     wl = ism.Workload.from_requests([100.0 * k for k in range(20)], [100] * 20, [2] * 20)
     sim = dd1_simulator()
-    assert plan.max_rate(wl, sim, slo_tpot_ms=5.0, min_load=0.5).load == 0.0
-    cap = plan.max_rate(wl, sim, slo_tpot_ms=5.2, max_load=16.0)
+    assert plan.max_rate(wl, sim, slo_tpot_ms=5.0, min_load=0.5, run=QUIET).load == 0.0
+    cap = plan.max_rate(wl, sim, slo_tpot_ms=5.2, max_load=16.0, run=QUIET)
     assert cap.load == 16.0 and cap.tpot_ms == pytest.approx(5.1)
 
 
@@ -102,7 +103,7 @@ def test_min_replicas_hand_case(gap, expect):
     # (there are >= 60 requests per replica): the 11 ms objective fails.
     n = 300
     wl = dd1_workload(n, gap)
-    res = plan.min_replicas(wl, dd1_simulator(routing="round_robin"), slo_ttft_ms=11.0)
+    res = plan.min_replicas(wl, dd1_simulator(routing="round_robin"), slo_ttft_ms=11.0, run=QUIET)
     assert expect == math.ceil(S / gap)
     assert res.replicas == expect and res.gpus == expect
     tried = res.probes.set_index("replicas")["meets_slo"]
@@ -113,14 +114,14 @@ def test_min_replicas_rate_form_equals_load_form():
     wl = dd1_workload(300, 6.0)
     sim = dd1_simulator(routing="round_robin")
     offered = 300 * 1000 / (6.0 * 299)
-    a = plan.min_replicas(wl, sim, load=2.0, slo_ttft_ms=11.0)
-    b = plan.min_replicas(wl, sim, rate=2.0 * offered, slo_ttft_ms=11.0)
+    a = plan.min_replicas(wl, sim, load=2.0, slo_ttft_ms=11.0, run=QUIET)
+    b = plan.min_replicas(wl, sim, rate=2.0 * offered, slo_ttft_ms=11.0, run=QUIET)
     # load 2: gap 3 ms -> ceil(10 / 3) = 4 replicas
     assert a.replicas == b.replicas == 4
 
 
 def test_min_replicas_gives_up_at_max_replicas():
-    res = plan.min_replicas(dd1_workload(), dd1_simulator(), slo_ttft_ms=9.0, max_replicas=3)
+    res = plan.min_replicas(dd1_workload(), dd1_simulator(), slo_ttft_ms=9.0, max_replicas=3, run=QUIET)
     assert res.replicas == 0
     assert sorted(res.probes["replicas"]) == [1, 2, 3]
 
@@ -131,7 +132,7 @@ def test_cost_per_million_tokens_by_hand():
     # tokens/s. One GPU at $3.6/h costs $0.001/s: $0.001 / 10,100 * 1e6 per
     # million tokens.
     cap = plan.max_rate(
-        dd1_workload(), dd1_simulator(), slo_ttft_ms=10.5, rtol=0.05, usd_per_gpu_hour=3.6
+        dd1_workload(), dd1_simulator(), slo_ttft_ms=10.5, rtol=0.05, usd_per_gpu_hour=3.6, run=QUIET
     )
     assert cap.usd_per_million_tokens == pytest.approx(0.001 / 10_100 * 1e6)
 
@@ -199,7 +200,7 @@ def test_with_cost_columns():
 )
 def test_max_rate_bad_input(kwargs, message):
     with pytest.raises(ValueError, match=message):
-        plan.max_rate(dd1_workload(), dd1_simulator(), **kwargs)
+        plan.max_rate(dd1_workload(), dd1_simulator(), **kwargs, run=QUIET)
 
 
 def test_bad_input_names_the_problem():
@@ -208,4 +209,30 @@ def test_bad_input_names_the_problem():
     with pytest.raises(KeyError, match="no column 'nope'"):
         plan.pareto(pd.DataFrame({"a": [1]}), "a", "nope")
     with pytest.raises(ValueError, match="spans no time"):
-        plan.min_replicas(dd1_workload(1), dd1_simulator(), slo_ttft_ms=10)
+        plan.min_replicas(dd1_workload(1), dd1_simulator(), slo_ttft_ms=10, run=QUIET)
+
+
+def test_probes_run_on_copies_with_the_run_options():
+    # min_replicas sets replicas on its own copies: the simulator and its router
+    # (told the 16-token block size by every run) stay as they were; run= holds
+    # Simulator.run options only
+    router = ism.sim.KvCostRouter(overlap_weight=3.0)
+    sim = dd1_simulator(routing=router)
+    wl = dd1_workload(300, 3.0)
+    wl16 = ism.Workload.from_requests(wl.arrival_ms, wl.input_len, wl.output_len, block_size=16)
+    res = plan.min_replicas(wl16, sim, slo_ttft_ms=11.0,
+                            run={"timeline_ms": 1.0, "progress": False})
+    assert res.replicas >= 2 and sim.replicas == 1
+    assert router.block_size == 512 and router.overlap_weight == 3.0
+    with pytest.raises(ValueError, match="run= takes options of Simulator.run"):
+        plan.max_rate(dd1_workload(), sim, slo_ttft_ms=30.0, run={"replicas": 2})
+
+
+def test_min_replicas_refuses_a_disaggregated_fleet_and_max_rate_takes_one():
+    # sizing replaces replicas= by an int: a P/D fleet must not silently become one
+    cost = ism.LinearCostModel(kv_bytes_per_token=1e3)
+    pd_sim = dd1_simulator(replicas=ism.Disaggregated(prefill=1, decode=1), cost_model=cost)
+    with pytest.raises(ValueError, match="sizes an aggregated fleet"):
+        plan.min_replicas(dd1_workload(), pd_sim, slo_ttft_ms=30.0, run=QUIET)
+    cap = plan.max_rate(dd1_workload(), pd_sim, slo_ttft_ms=30.0, run=QUIET)
+    assert (cap.probes["replicas"] == 2).all() and cap.gpus == 2

@@ -34,7 +34,7 @@ def test_summary_percentiles_by_hand():
     P = [100 * (k + 1) for k in order]
     wl = Workload.from_requests([1e5 * i for i in range(10)], P, [1] * 10)
     cost = ism.LinearCostModel(overhead_ms=1.0, prefill_token_ms=0.01, decode_seq_ms=0.0)
-    s = ism.Simulator(kv_blocks=100, cost_model=cost, progress=False).run(wl).summary()
+    s = ism.Simulator(kv_tokens=100 * 512, cost_model=cost).run(wl, progress=False).summary()
     for metric in ("ttft_ms", "e2e_ms"):
         assert s[f"{metric}_p50"] == pytest.approx(6.5, abs=1e-9)
         assert s[f"{metric}_p90"] == pytest.approx(10.1, abs=1e-9)
@@ -118,7 +118,7 @@ def test_kv_state_by_hand(monkeypatch):
     wl = Workload.from_requests([0.0, 0.5], [8, 9], [3, 1], [[1, 2], [1, 2, 3]], block_size=4)
     cost = ism.LinearCostModel(overhead_ms=1.0, prefill_token_ms=0.0, decode_seq_ms=0.0)
     spy = _Spy(monkeypatch)
-    res = ism.Simulator(kv_blocks=20, cost_model=cost, progress=False, fast=False).run(wl)
+    res = ism.Simulator(kv_tokens=20 * 4, cost_model=cost, fast=False).run(wl, progress=False)
     clock, private, ref, pinned = spy.states[0]
     assert (clock, private, ref, pinned) == (0.0, 2, {}, 0)
     clock, private, ref, pinned = spy.states[1]

@@ -12,6 +12,7 @@ import tracemalloc
 
 import numpy as np
 import pytest
+from helpers import runner
 
 import inferasim as ism
 from inferasim.sim import engine, scheduler
@@ -43,8 +44,7 @@ class Scalar:
         return None
 
 
-def run(wl: Workload, cost, **kw):
-    return ism.Simulator(cost_model=cost, kv_blocks=kw.pop("kv_blocks", 64), progress=False, **kw).run(wl)
+run = runner(kv_tokens=64 * 16)
 
 
 @pytest.mark.parametrize("bad", [-1.0, math.nan, math.inf])
@@ -56,7 +56,7 @@ def test_a_bad_step_time_names_the_cost_model_and_inputs(bad, when, fast):
     # (more than 64 steps), the plain loop step by step: both are checked.
     wl = Workload.from_requests([0.0], [16], [200], block_size=16)
     with pytest.raises(ValueError) as info:
-        run(wl, Scalar(bad, when), fast=fast)
+        run(wl, cost_model=Scalar(bad, when), fast=fast)
     msg = str(info.value)
     assert f"Scalar(bad={bad}, when={when!r})" in msg and "decode_context=" in msg, msg
     assert "finite and >= 0" in msg
@@ -73,7 +73,7 @@ def test_vectorised_pricing_is_checked():
             return super().step_time_ms(pt, pa, b, s)
 
     with pytest.raises(ValueError, match=r"decode_seqs=1, decode_context=41\)"):
-        run(wl, Spy(math.nan, "decode"))
+        run(wl, cost_model=Spy(math.nan, "decode"))
     assert any(calls)  # the error came from the array call
 
 
@@ -87,18 +87,18 @@ def test_finite_step_times_that_overflow_never_give_frames():
     # two whole prefills in a row (one sequence at a time): the second would end at 2e308
     wl = Workload.from_requests([0.0, 0.0], [16, 16], [1, 1], block_size=16)
     with pytest.raises(ValueError, match=r"Scalar\(bad=0.*1e\+308 ms.*prefill_tokens=16"):
-        run(wl, Huge(0, ""), max_num_seqs=1, max_batched_tokens=16)
+        run(wl, cost_model=Huge(0, ""), engine=ism.EngineConfig(max_num_seqs=1, max_batched_tokens=16))
     # in a decode stretch the priced run itself is checked
     with pytest.raises(ValueError, match=r"Scalar\(bad=0.*inf in total"):
-        run(Workload.from_requests([0.0], [16], [4], block_size=16), type("H", (Scalar,), {
+        run(Workload.from_requests([0.0], [16], [4], block_size=16), cost_model=type("H", (Scalar,), {
             "step_time_ms": lambda self, pt, pa, b, s: 1e308})(0, ""))
 
 
-def test_kv_blocks_beyond_int64_is_rejected_up_front():
+def test_kv_tokens_beyond_int64_is_rejected_up_front():
     # before: the whole run, then an OverflowError building the result
     wl = Workload.from_requests([0.0], [16], [2], block_size=16)
-    with pytest.raises(ValueError, match=r"kv_blocks must be < 2\*\*62"):
-        run(wl, ism.LinearCostModel(), kv_blocks=2**63)
+    with pytest.raises(ValueError, match=r"kv_tokens must be < 2\*\*62"):
+        run(wl, cost_model=ism.LinearCostModel(), kv_tokens=2**63)
 
 
 def test_timeline_is_capped_and_stays_a_regular_grid():
@@ -106,7 +106,7 @@ def test_timeline_is_capped_and_stays_a_regular_grid():
     wl = Workload.from_requests(np.arange(20) * 0.01, [4096] * 20, [512] * 20, block_size=16)
     t = time.perf_counter()
     res = ism.Simulator(replicas=4, routing="round_robin", cost_model=ism.LinearCostModel(),
-                        kv_blocks=10**6, progress=False).run(wl)
+                        kv_tokens=10**6 * 16).run(wl, progress=False)
     assert time.perf_counter() - t < 20
     tl = res.timeline
     assert len(tl) <= engine.TIMELINE_ROWS
@@ -123,7 +123,7 @@ def test_timeline_is_capped_and_stays_a_regular_grid():
 def test_tiny_or_invalid_timeline_period_rejected(period):
     wl = Workload.from_requests([0.0], [16], [2], block_size=16)
     with pytest.raises(ValueError, match="timeline_ms must be a finite number >= 0.001"):
-        run(wl, ism.LinearCostModel(), timeline_ms=period)
+        run(wl, cost_model=ism.LinearCostModel(), timeline_ms=period)
 
 
 def test_huge_block_size_allocates_by_use_and_matches_dense():
@@ -131,13 +131,13 @@ def test_huge_block_size_allocates_by_use_and_matches_dense():
     wl = Workload.from_synthetic(30, rate=50.0, input_len=300, output_len=90, range_ratio=0.5,
                                  block_size=2**24, seed=3)
     tracemalloc.start()
-    res = ism.Simulator(replicas=3, cost_model=ism.LinearCostModel(), kv_blocks=8,
-                        progress=False).run(wl)
+    res = ism.Simulator(replicas=3, cost_model=ism.LinearCostModel(), kv_tokens=8 * 2**24).run(
+        wl, progress=False)
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
     assert peak < 64 * 2**20
-    slow = ism.Simulator(replicas=3, cost_model=ism.LinearCostModel(), kv_blocks=8,
-                         progress=False, fast=False).run(wl)
+    slow = ism.Simulator(replicas=3, cost_model=ism.LinearCostModel(), kv_tokens=8 * 2**24,
+                         fast=False).run(wl, progress=False)
     assert res.requests.equals(slow.requests)
 
 
@@ -146,8 +146,8 @@ def test_sparse_phase_histogram_gives_the_dense_frames(monkeypatch):
     # histogram must give identical frames (fast and plain loops)
     wl = Workload.from_synthetic(60, rate=400.0, input_len=200, output_len=150, range_ratio=0.9,
                                  num_prefixes=3, prefix_len=128, block_size=64, seed=5)
-    sim = ism.Simulator(replicas=2, cost_model=ism.LinearCostModel(), kv_blocks=40, progress=False)
-    dense = sim.run(wl)
+    sim = ism.Simulator(replicas=2, cost_model=ism.LinearCostModel(), kv_tokens=40 * 64)
+    dense = sim.run(wl, progress=False)
     monkeypatch.setattr(scheduler, "_DENSE_PHASES", 0)
-    sparse = sim.run(wl)
+    sparse = sim.run(wl, progress=False)
     assert dense.requests.equals(sparse.requests) and dense.timeline.equals(sparse.timeline)

@@ -89,16 +89,18 @@ def test_workload_repr_is_a_header_key_numbers_and_a_short_preview():
 def test_summary_keeps_its_keys_and_full_precision_and_displays_rounded():
     wl = Workload.from_synthetic(300, 20.0, input_len=700, output_len=20, num_prefixes=4,
                                  prefix_len=1024, seed=2)
-    res = ism.Simulator(replicas=2, kv_blocks=400, cost_model=ism.LinearCostModel(),
-                        progress=False).run(wl)
+    res = ism.Simulator(replicas=2, kv_tokens=400 * 512, cost_model=ism.LinearCostModel()).run(
+        wl, progress=False)
     s = res.summary()
     assert isinstance(s, pd.Series) and s.dtype == np.float64
     fin = res.requests[res.requests["status"] == "finished"]
     # full precision: exactly the numbers of the request frame
     assert s["ttft_ms_mean"] == fin["ttft_ms"].mean()
     assert s["requests"] == 300.0 and s["saturated"] in (0.0, 1.0)
-    assert "goodput_rps" not in s.index and "slo_attainment" not in s.index
+    # without an SLO goodput and attainment are NaN, and not displayed
+    assert np.isnan(s["goodput_rps"]) and np.isnan(s["slo_attainment"])
     text = repr(s)
+    assert "goodput_rps" not in text and "slo_attainment" not in text
     assert "no SLO given" in text and "no SLO given" in s._repr_html_()
     r = rows(text)
     assert r["requests"] == ["300"]
@@ -118,7 +120,7 @@ def test_summary_with_an_slo_adds_goodput_and_attainment():
     # Two requests alone on one replica: TTFT 6.6 ms each (LinearCostModel, see
     # SimResult's example); an SLO of 10 ms is met by both, 5 ms by none.
     wl = Workload.from_requests([0, 50], [32, 32], [3, 3], block_size=16)
-    res = ism.Simulator(kv_blocks=10, cost_model=ism.LinearCostModel(), progress=False).run(wl)
+    res = ism.Simulator(kv_tokens=10 * 16, cost_model=ism.LinearCostModel()).run(wl, progress=False)
     met = res.summary(slo_ttft_ms=10)
     assert met["slo_attainment"] == 1.0
     assert met["goodput_rps"] == met["throughput_rps"]
@@ -128,7 +130,7 @@ def test_summary_with_an_slo_adds_goodput_and_attainment():
 
 def test_simresult_repr_is_a_header_and_key_numbers():
     wl = Workload.from_requests([0, 50], [32, 32], [3, 3], block_size=16)
-    res = ism.Simulator(kv_blocks=10, cost_model=ism.LinearCostModel(), progress=False).run(wl)
+    res = ism.Simulator(kv_tokens=10 * 16, cost_model=ism.LinearCostModel()).run(wl, progress=False)
     text = repr(res)
     assert text.splitlines()[0].startswith("SimResult: 2 requests (2 finished) on 1 replicas")
     r = rows(text)

@@ -9,26 +9,15 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
+from helpers import hypothesis_settings, id_workloads, rows_of, tokens_of
+from hypothesis import given
 from hypothesis import strategies as st
 
 from inferasim import Workload
 from inferasim.reuse import hit_rate_curve, infinite_hit_ratio
 
 BS = 4
-SETTINGS = settings(max_examples=80, deadline=None)
-
-
-def rows_of(wl: Workload) -> list[list[int]]:
-    return [wl.block_ids(i).tolist() for i in range(len(wl))]
-
-
-def tokens_of(wl: Workload, full: bool = False) -> list[list[int]]:
-    out = []
-    for i in range(len(wl)):
-        n, total = len(wl.block_ids(i)), int(wl.input_len[i])
-        out.append([min(wl.block_size, total - wl.block_size * j) for j in range(n)])
-    return out
+SETTINGS = hypothesis_settings(80)
 
 
 def plain_ceiling(ids: list[list[int]], toks: list[list[int]], full: bool, bs: int):
@@ -77,13 +66,8 @@ def plain_partial(ids: list[list[int]], toks: list[list[int]], mode: str) -> lis
     return out
 
 
-@st.composite
-def workloads(draw: st.DrawFn) -> Workload:
-    n = draw(st.integers(1, 10))
-    ids = draw(st.lists(st.lists(st.integers(0, 6), max_size=6), min_size=n, max_size=n))
-    rems = draw(st.lists(st.integers(1, BS), min_size=n, max_size=n))
-    lens = [BS * (len(r) - 1) + m if r else 0 for r, m in zip(ids, rems, strict=True)]
-    return Workload.from_requests(list(range(n)), lens, [1] * n, ids, block_size=BS)
+def workloads() -> st.SearchStrategy[Workload]:
+    return id_workloads(max_n=10, max_id=6)
 
 
 @SETTINGS

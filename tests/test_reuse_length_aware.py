@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from helpers import id_workloads
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -101,13 +102,8 @@ def naive_length_aware(ids: list[list[int]], capacity: int, touch: str) -> list[
     return out
 
 
-@st.composite
-def workloads(draw: st.DrawFn) -> Workload:
-    n = draw(st.integers(1, 10))
-    ids = draw(st.lists(st.lists(st.integers(0, 7), max_size=6), min_size=n, max_size=n))
-    rems = draw(st.lists(st.integers(1, BS), min_size=n, max_size=n))
-    lens = [BS * (len(r) - 1) + m if r else 0 for r, m in zip(ids, rems, strict=True)]
-    return Workload.from_requests(list(range(n)), lens, [1] * n, ids, block_size=BS)
+def workloads() -> st.SearchStrategy[Workload]:
+    return id_workloads(max_n=10, max_id=7)
 
 
 @settings(max_examples=80, deadline=None)

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import hypothesis_settings, rows_of, tokens_of
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -24,19 +25,7 @@ from inferasim.reuse import (
 )
 
 BS = 4
-SETTINGS = settings(max_examples=60, deadline=None)
-
-
-def rows_of(wl: Workload) -> list[list[int]]:
-    return [wl.block_ids(i).tolist() for i in range(len(wl))]
-
-
-def tokens_of(wl: Workload) -> list[list[int]]:
-    out = []
-    for i in range(len(wl)):
-        n, total = len(wl.block_ids(i)), int(wl.input_len[i])
-        out.append([min(wl.block_size, total - wl.block_size * j) for j in range(n)])
-    return out
+SETTINGS = hypothesis_settings(60)
 
 
 def touch_order(ids: list[int], touch: str = "tail_first") -> list[int]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 
 import numpy as np
+from helpers import hypothesis_settings, id_workloads, partial_block_workload
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -15,24 +16,12 @@ from inferasim.reuse.replay import replay_hits
 
 BS = 4
 TOUCHES = ("tail_first", "head_first")
-SETTINGS = settings(max_examples=60, deadline=None)
+SETTINGS = hypothesis_settings(60)
 
 
-def _workload(ids: list[list[int]], rems: list[int]) -> Workload:
-    # input_len = BS * (len - 1) + last, last in 1..BS: a partial last block
-    # whenever last < BS; empty requests get 0 tokens.
-    lens = [BS * (len(r) - 1) + rem if r else 0 for r, rem in zip(ids, rems, strict=True)]
-    n = len(ids)
-    return Workload.from_requests(list(range(n)), lens, [1] * n, ids, block_size=BS)
-
-
-@st.composite
-def workloads(draw: st.DrawFn) -> Workload:
+def workloads() -> st.SearchStrategy[Workload]:
     """Any ids, repeats inside a request included."""
-    n = draw(st.integers(1, 9))
-    ids = draw(st.lists(st.lists(st.integers(0, 7), max_size=6), min_size=n, max_size=n))
-    rems = draw(st.lists(st.integers(1, BS), min_size=n, max_size=n))
-    return _workload(ids, rems)
+    return id_workloads(max_n=9, max_id=7)
 
 
 @st.composite
@@ -51,7 +40,7 @@ def prefix_closed(draw: st.DrawFn, full: bool = False, max_nodes: int = 12) -> W
             node = parent[node]
         ids.append(path[::-1])
     rems = [BS] * n if full else draw(st.lists(st.integers(1, BS), min_size=n, max_size=n))
-    return _workload(ids, rems)
+    return partial_block_workload(ids, rems)
 
 
 def _unique(wl: Workload) -> int:

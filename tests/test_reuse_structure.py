@@ -11,7 +11,8 @@ from collections import defaultdict
 import numpy as np
 import pandas as pd
 import pytest
-from hypothesis import given, settings
+from helpers import hypothesis_settings, id_workloads, rows_of
+from hypothesis import given
 from hypothesis import strategies as st
 
 from inferasim import Workload, WorkloadError
@@ -25,22 +26,11 @@ from inferasim.reuse import (
 from inferasim.reuse.popularity import fit_zipf
 
 BS = 4
-SETTINGS = settings(max_examples=50, deadline=None)
+SETTINGS = hypothesis_settings(50)
 
 
-@st.composite
-def workloads(draw: st.DrawFn) -> Workload:
-    n = draw(st.integers(1, 9))
-    ids = draw(st.lists(st.lists(st.integers(0, 6), max_size=6), min_size=n, max_size=n))
-    gaps = draw(st.lists(st.integers(0, 50), min_size=n, max_size=n))
-    rems = draw(st.lists(st.integers(1, BS), min_size=n, max_size=n))
-    outs = draw(st.lists(st.integers(1, 9), min_size=n, max_size=n))
-    lens = [BS * (len(r) - 1) + m if r else 0 for r, m in zip(ids, rems, strict=True)]
-    return Workload.from_requests(np.cumsum(gaps).tolist(), lens, outs, ids, block_size=BS)
-
-
-def rows_of(wl: Workload) -> list[list[int]]:
-    return [wl.block_ids(i).tolist() for i in range(len(wl))]
+def workloads() -> st.SearchStrategy[Workload]:
+    return id_workloads(max_n=9, max_id=6, timed=True)
 
 
 # ------------------------------------------------------------ reuse distance

@@ -11,14 +11,15 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
+from helpers import hypothesis_settings, id_workloads
+from hypothesis import given
 from hypothesis import strategies as st
 
 from inferasim import Workload, WorkloadError
 from inferasim.reuse import hit_rate_curve, replay_cache, replay_tiered, tiered_hit_rate
 
 BS = 4
-SETTINGS = settings(max_examples=60, deadline=None)
+SETTINGS = hypothesis_settings(60)
 TOUCHES = ("tail_first", "head_first")
 
 
@@ -130,14 +131,9 @@ def test_bad_input() -> None:
 
 
 # ------------------------------------------------------------- properties
-@st.composite
-def workloads(draw: st.DrawFn) -> Workload:
+def workloads() -> st.SearchStrategy[Workload]:
     """Any ids (repeats inside a request included), partial last blocks."""
-    n = draw(st.integers(1, 9))
-    ids = draw(st.lists(st.lists(st.integers(0, 7), max_size=6), min_size=n, max_size=n))
-    rems = draw(st.lists(st.integers(1, BS), min_size=n, max_size=n))
-    lens = [BS * (len(r) - 1) + m if r else 0 for r, m in zip(ids, rems, strict=True)]
-    return Workload.from_requests(list(range(n)), lens, [1] * n, ids, block_size=BS)
+    return id_workloads(max_n=9, max_id=7)
 
 
 capacity_vectors = st.lists(st.integers(0, 5), min_size=1, max_size=4)

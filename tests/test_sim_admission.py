@@ -15,24 +15,18 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
-from hypothesis import HealthCheck, given, settings
+from helpers import assert_same, hypothesis_settings, runner, sim_configs, sim_workloads, simulate
+from hypothesis import given
 from hypothesis import strategies as st
-from test_sim_properties import configs, workloads
 
 from inferasim import Workload
-from inferasim.sim import LinearCostModel, Simulator
+from inferasim.sim import EngineConfig, LinearCostModel, SloAdmission
 from inferasim.sim.router import ConductorRouter
 
 BS = 16
 LIN = LinearCostModel()
-SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-
-
-def run(wl: Workload, **kw):
-    kw.setdefault("kv_blocks", 1000)
-    kw.setdefault("cost_model", LIN)
-    kw.setdefault("progress", False)
-    return Simulator(**kw).run(wl)
+SETTINGS = hypothesis_settings(40, slow=True)
+run = runner(kv_tokens=1000 * BS, cost_model=LIN)
 
 
 def test_slo_rejects_a_request_queued_behind_a_long_prompt():
@@ -43,11 +37,11 @@ def test_slo_rejects_a_request_queued_behind_a_long_prompt():
     # prefill 5 + 3.2 = 8.2: TTFT 54.2 > 50 -> rejected. C (64 tokens) arrives at 100,
     # after A finished (47.0 + 5.1 = 52.1): predicted 8.2 -> admitted, TTFT 8.2.
     wl = Workload.from_requests([0, 1, 100], [640, 64, 64], [2, 2, 2], block_size=BS)
-    res = run(wl, max_batched_tokens=256, admission="slo", slo_ttft_ms=50.0)
+    res = run(wl, engine=EngineConfig(max_batched_tokens=256), admission=SloAdmission(ttft_ms=50.0))
     req = res.requests
     assert req["status"].tolist() == ["finished", "rejected", "finished"]
     assert req["replica"].tolist() == [0, -1, 0]
-    assert req["reason"][1] == "admission: predicted TTFT 54.2 ms > slo_ttft_ms 50.0"
+    assert req["reason"][1] == "admission: predicted TTFT 54.2 ms > ttft_ms 50.0"
     assert req["ttft_ms"][0] == pytest.approx(47.0)
     assert req["ttft_ms"][2] == pytest.approx(8.2)
     assert np.isnan(req["first_token_ms"][1]) and np.isnan(req["finish_ms"][1])
@@ -61,9 +55,9 @@ def test_slo_rejects_on_predicted_tpot():
     # 5 + 2 * 3 = 11 ms > 10 -> B is rejected; alone, C's step is 5 + 3 = 8 -> admitted.
     cost = LinearCostModel(decode_seq_ms=3.0)
     wl = Workload.from_requests([0, 20, 1000], [32, 32, 32], [20, 20, 20], block_size=BS)
-    res = run(wl, cost_model=cost, admission="slo", slo_tpot_ms=10.0)
+    res = run(wl, cost_model=cost, admission=SloAdmission(tpot_ms=10.0))
     assert res.requests["status"].tolist() == ["finished", "rejected", "finished"]
-    assert res.requests["reason"][1] == "admission: predicted TPOT 11.0 ms > slo_tpot_ms 10.0"
+    assert res.requests["reason"][1] == "admission: predicted TPOT 11.0 ms > tpot_ms 10.0"
 
 
 def test_admission_callable_sees_the_chosen_replica_at_arrival():
@@ -82,28 +76,22 @@ def test_admission_callable_sees_the_chosen_replica_at_arrival():
 
 def test_bad_admission_arguments():
     wl = Workload.from_requests([0], [32], [2], block_size=BS)
-    with pytest.raises(ValueError, match="needs slo_ttft_ms= or slo_tpot_ms="):
-        run(wl, admission="slo")
-    with pytest.raises(ValueError, match="admission must be None, 'slo' or a callable"):
+    with pytest.raises(ValueError, match="needs ttft_ms= or tpot_ms="):
+        run(wl, admission=SloAdmission())
+    with pytest.raises(TypeError, match="admission must be None or a callable"):
         run(wl, admission="early")
-    with pytest.raises(ValueError, match="slo_ttft_ms must be a positive number"):
-        run(wl, admission="slo", slo_ttft_ms=-1)
-
-
-def _frames_equal(a, b) -> None:
-    pd.testing.assert_frame_equal(a.requests, b.requests, check_exact=True)
-    pd.testing.assert_frame_equal(a.replicas, b.replicas, check_exact=True)
-    pd.testing.assert_frame_equal(a.timeline, b.timeline, check_exact=True)
+    with pytest.raises(ValueError, match="admission.ttft_ms must be a positive number"):
+        run(wl, admission=SloAdmission(ttft_ms=-1))
 
 
 @SETTINGS
-@given(wl=workloads(), cfg=configs(), routing=st.sampled_from([None, "conductor"]))
+@given(wl=sim_workloads(), cfg=sim_configs(), routing=st.sampled_from([None, "conductor"]))
 def test_generous_slo_rejects_nothing_and_changes_nothing(wl, cfg, routing):
     if routing is not None:
         cfg = {**cfg, "routing": routing}
-    base = Simulator(**cfg).run(wl)
-    slo = Simulator(**cfg, admission="slo", slo_ttft_ms=1e12, slo_tpot_ms=1e12).run(wl)
-    _frames_equal(base, slo)
+    base = simulate(wl, **cfg)
+    slo = simulate(wl, **cfg, admission=SloAdmission(ttft_ms=1e12, tpot_ms=1e12))
+    assert_same(base, slo)
 
 
 def _without(wl: Workload, drop: set[int]) -> Workload:
@@ -119,8 +107,8 @@ def _without(wl: Workload, drop: set[int]) -> Workload:
 
 @SETTINGS
 @given(
-    wl=workloads(),
-    cfg=configs(),
+    wl=sim_workloads(),
+    cfg=sim_configs(),
     routing=st.sampled_from(["least_loaded", "cache_aware", "conductor"]),
     data=st.data(),
 )
@@ -132,8 +120,8 @@ def test_rejected_requests_consume_nothing(wl, cfg, routing, data):
     drop.discard(0)  # keep the first arrival: it anchors the timeline
     drop = {i for i in drop if i < n}
     cfg = {**cfg, "routing": routing, "timeline_ms": 3.0}
-    rej = Simulator(**cfg, admission=lambda r, v, t: r.request_id not in drop).run(wl)
-    ref = Simulator(**cfg).run(_without(wl, drop))
+    rej = simulate(wl, **cfg, admission=lambda r, v, t: r.request_id not in drop)
+    ref = simulate(_without(wl, drop), **cfg)
     rq = rej.requests
     assert (rq.loc[sorted(drop), "status"] == "rejected").all()
     assert (rq.loc[sorted(drop), "replica"] == -1).all()
@@ -201,10 +189,10 @@ class _Checking(ConductorRouter):
 
 
 @SETTINGS
-@given(wl=workloads(allow_no_ids=False), cfg=configs())
+@given(wl=sim_workloads(allow_no_ids=False), cfg=sim_configs())
 def test_conductor_picks_the_brute_force_minimum(wl, cfg):
     router = _Checking(cfg["cost_model"])
-    res = Simulator(**{**cfg, "routing": router}).run(wl)
+    res = simulate(wl, **{**cfg, "routing": router})
     assert router.calls == int((res.requests["status"] == "finished").sum())
 
 

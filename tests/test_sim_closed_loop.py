@@ -1,4 +1,4 @@
-"""Closed-loop session replay (``Simulator(closed_loop=True)``).
+"""Closed-loop session replay (``Simulator.run(workload, closed_loop=True)``).
 
 * hand-computed cases with exact times (think time, prefix reuse between
   turns, a 10x slower fleet, a rejected turn, a next turn that overtakes a
@@ -19,21 +19,18 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
-from hypothesis import HealthCheck, given, settings
+from helpers import hypothesis_settings, runner, simulate
+from hypothesis import given
 from hypothesis import strategies as st
 
 from inferasim import Workload
-from inferasim.sim import LinearCostModel, Simulator, Tier
+from inferasim.sim import Disaggregated, EngineConfig, LinearCostModel, Simulator, Tier
 from inferasim.sim.closed_loop import idle_service_ms, session_links, think_times
 
-SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = hypothesis_settings(40, slow=True)
 LIN = LinearCostModel()  # 5 ms per step + 0.05 ms per prompt token + 0.1 ms per decoding seq
-
-
-def run(wl, **kw):
-    kw.setdefault("cost_model", LIN)
-    kw.setdefault("kv_blocks", 64)
-    return Simulator(closed_loop=True, progress=False, **kw).run(wl)
+# (64 blocks of the workload's block size unless a test gives its own capacity)
+run = runner(cost_model=LIN, kv_blocks=64, closed_loop=True)
 
 
 # ------------------------------------------------------------------ hand cases
@@ -82,7 +79,7 @@ def test_queueing_delays_the_next_turn():
     # at a time: turn 1 waits 16.8 ms and finishes at 33.6; think 83.2 -> 116.8
     wl = Workload.from_requests([0, 0, 100], [32, 32, 48], [3, 3, 1], session_id=[1, 7, 7],
                                 block_size=16)
-    r = run(wl, max_num_seqs=1, max_batched_tokens=32).requests
+    r = run(wl, engine=EngineConfig(max_num_seqs=1, max_batched_tokens=32)).requests
     assert r["finish_ms"].tolist()[:2] == pytest.approx([16.8, 33.6])
     assert r["arrival_ms"].tolist() == pytest.approx([0.0, 0.0, 116.8])
     # turn 2 (48 tokens, 1 output): 32-token chunk 6.6 + 16-token chunk 5.8 -> 129.2
@@ -110,7 +107,7 @@ def test_a_rejected_turn_releases_its_next_turn_at_the_rejection():
     # turn 2 then comes at 0 + think (the recorded gap minus turn 1's estimate,
     # 5 + 0.05 * 100 = 10 prefill + 5.1 decode = 15.1: think 40 - 15.1 = 24.9)
     wl = Workload.from_requests([0, 40], [100, 20], [2, 1], session_id=[1, 1], block_size=16)
-    r = run(wl, kv_blocks=4).requests
+    r = run(wl, kv_tokens=4 * 16).requests
     assert r["status"].tolist() == ["rejected", "finished"]
     assert r["think_ms"].tolist()[1] == pytest.approx(24.9)
     assert r["arrival_ms"].tolist() == pytest.approx([0.0, 24.9])
@@ -146,7 +143,7 @@ def test_bad_closed_loop_input(kw, match):
 
 def test_think_time_without_closed_loop_and_no_sessions():
     with pytest.raises(ValueError, match="only used with closed_loop=True"):
-        Simulator(think_time=1.0, kv_blocks=8, cost_model=LIN, progress=False).run(two_turns())
+        Simulator(kv_tokens=8 * 16, cost_model=LIN).run(two_turns(), think_time=1.0, progress=False)
     no_ids = Workload.from_requests([0, 1], [4, 4], [1, 1])
     with pytest.raises(ValueError, match="session_id column"):
         run(no_ids)
@@ -193,8 +190,8 @@ def test_idle_estimate_is_the_engine_time_alone(P, out, shared, M, chunked, cost
         parent_len, parent_ids = 3, [1000]
     wl = Workload.from_requests([0, 10**7], [parent_len, P], [2, out], [parent_ids, child_ids],
                                 block_size=bs, session_id=[1, 1])
-    res = Simulator(kv_blocks=10_000, cost_model=cost, max_batched_tokens=max(M, 1),
-                    max_num_seqs=1, chunked_prefill=chunked, progress=False).run(wl)
+    engine = EngineConfig(max_num_seqs=1, max_batched_tokens=max(M, 1), chunked_prefill=chunked)
+    res = Simulator(kv_tokens=10_000 * bs, cost_model=cost, engine=engine).run(wl, progress=False)
     r = res.requests
     links = session_links(wl)
     gap = 10**7
@@ -246,14 +243,20 @@ def session_workloads(draw, max_n: int = 24) -> Workload:
 @st.composite
 def fleets(draw) -> dict:
     seqs = draw(st.integers(1, 6))
-    return dict(
-        replicas=draw(st.integers(1, 3)),
-        routing=draw(st.sampled_from(["round_robin", "random", "least_loaded", "cache_aware",
-                                      "kv_cost"])),
-        kv_blocks=draw(st.integers(30, 120)),
+    replicas = draw(st.integers(1, 3))
+    routing = draw(st.sampled_from(["round_robin", "random", "least_loaded", "cache_aware",
+                                    "kv_cost"]))
+    kv_blocks = draw(st.integers(30, 120))  # of the workload's block size (helpers.simulate)
+    engine = EngineConfig(
         max_num_seqs=seqs,
         max_batched_tokens=draw(st.integers(max(seqs, 8), 64)),
         chunked_prefill=draw(st.booleans()),
+    )
+    return dict(
+        replicas=replicas,
+        routing=routing,
+        kv_blocks=kv_blocks,
+        engine=engine,
         seed=draw(st.integers(0, 3)),
         cost_model=LinearCostModel(
             overhead_ms=draw(st.sampled_from([0.3, 1.0, 5.0])),
@@ -319,7 +322,7 @@ def test_closed_loop_equals_open_replay_of_its_arrivals(wl, cfg):
     res = run(wl, **cfg)
     wl2, order = replay_open_loop(wl, res)
     cfg = {k: v for k, v in cfg.items() if k != "think_time"}
-    open_ = Simulator(progress=False, **{"kv_blocks": 64, **cfg}).run(wl2)
+    open_ = simulate(wl2, **{"kv_blocks": 64, **cfg})
     a = res.requests.iloc[order].reset_index(drop=True)[COMPARED]
     b = open_.requests[COMPARED]
     pd.testing.assert_frame_equal(a, b, check_exact=True)
@@ -335,7 +338,7 @@ def test_closed_loop_jump_equals_plain_loop(wl, cfg):
     pd.testing.assert_frame_equal(fast.timeline, plain.timeline, check_exact=True)
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@hypothesis_settings(25, slow=True)
 @given(wl=session_workloads(), cfg=fleets())
 def test_closed_loop_with_a_shared_tier_equals_open_replay(wl, cfg):
     # a shared pool couples the replicas (advanced in global time order)
@@ -350,7 +353,7 @@ def test_closed_loop_with_a_shared_tier_equals_open_replay(wl, cfg):
     check_invariants(wl, res)
     wl2, order = replay_open_loop(wl, res)
     cfg.pop("think_time")
-    open_ = Simulator(progress=False, **cfg).run(wl2)
+    open_ = simulate(wl2, **cfg)
     a = res.requests.iloc[order].reset_index(drop=True)[COMPARED]
     pd.testing.assert_frame_equal(a, open_.requests[COMPARED], check_exact=True)
     plain = run(wl, **cfg, think_time=res.config["think_time"], fast=False)
@@ -372,7 +375,8 @@ def test_shift_only_grows_along_a_session_without_reuse(wl):
     later = links.parent >= 0
     shifts = []
     for cost in (fast, slow):
-        r = run(wl, cost_model=cost, replicas=1, max_num_seqs=4, kv_blocks=400).requests
+        r = run(wl, cost_model=cost, replicas=1, engine=EngineConfig(max_num_seqs=4),
+                kv_blocks=400).requests
         s = r["arrival_shift_ms"].to_numpy()
         assert (s[~later] == 0).all()
         assert (s[later] >= s[links.parent[later]] - 1e-9).all()
@@ -392,9 +396,9 @@ def disagg_fleets(draw) -> dict:
         decode_seq_ms=cfg["cost_model"].decode_seq_ms,
         kv_bytes_per_token=draw(st.sampled_from([1e3, 1e6])),
     )
-    return dict(cfg, prefill_replicas=draw(st.integers(1, 2)),
-                decode_replicas=draw(st.integers(1, 2)), handoff_gbps=1.0,
-                layerwise=draw(st.booleans()))
+    return dict(cfg, replicas=Disaggregated(prefill=draw(st.integers(1, 2)),
+                                            decode=draw(st.integers(1, 2)), handoff_gbps=1.0,
+                                            layerwise=draw(st.booleans())))
 
 
 @SETTINGS
@@ -405,9 +409,8 @@ def test_disaggregated_closed_loop(wl, cfg):
     res = run(wl, **cfg)
     check_invariants(wl, res)
     wl2, order = replay_open_loop(wl, res)
-    open_ = Simulator(progress=False, **{"kv_blocks": 64,
-                                         **{k: v for k, v in cfg.items() if k != "think_time"}}
-                      ).run(wl2)
+    open_ = simulate(wl2, **{"kv_blocks": 64,
+                             **{k: v for k, v in cfg.items() if k != "think_time"}})
     a = res.requests.iloc[order].reset_index(drop=True)[COMPARED + ["decode_replica"]]
     pd.testing.assert_frame_equal(a, open_.requests[COMPARED + ["decode_replica"]],
                                   check_exact=True)
@@ -422,8 +425,8 @@ def test_disaggregated_two_turns_exact_times():
     # think (estimate as on an aggregated replica, 16.8) = 100 - 16.8 = 83.2
     # -> turn 2 arrives at 132.005
     cost = LinearCostModel(kv_bytes_per_token=1e6)
-    r = run(two_turns(), cost_model=cost, prefill_replicas=1, decode_replicas=1,
-            handoff_gbps=1.0).requests
+    r = run(two_turns(), cost_model=cost,
+            replicas=Disaggregated(prefill=1, decode=1, handoff_gbps=1.0)).requests
     assert r["finish_ms"].tolist()[0] == pytest.approx(48.805)
     assert r["arrival_ms"].tolist() == pytest.approx([0.0, 132.005])
 
@@ -448,8 +451,8 @@ def test_same_step_handoffs_go_out_in_admission_order_not_request_id_order():
                                 session_id=[0, 0, 1])
     cost = LinearCostModel(overhead_ms=1.0, prefill_token_ms=0.0, decode_seq_ms=0.0,
                            kv_bytes_per_token=1e3)
-    cfg = dict(cost_model=cost, prefill_replicas=1, decode_replicas=2, max_num_seqs=2,
-               think_time=0.0, handoff_gbps=1.0)
+    cfg = dict(cost_model=cost, replicas=Disaggregated(prefill=1, decode=2, handoff_gbps=1.0),
+               engine=EngineConfig(max_num_seqs=2), think_time=0.0)
     res = run(wl, **cfg)
     r = res.requests
     assert r["arrival_ms"].tolist() == [0.0, 1.0, 0.5]
@@ -458,7 +461,7 @@ def test_same_step_handoffs_go_out_in_admission_order_not_request_id_order():
     assert r["decode_replica"].tolist() == [-1, 2, 1]
     wl2, order = replay_open_loop(wl, res)
     cfg.pop("think_time")
-    open_ = Simulator(progress=False, kv_blocks=64, **cfg).run(wl2)
+    open_ = simulate(wl2, kv_tokens=64 * 4, **cfg)
     a = res.requests.iloc[order].reset_index(drop=True)[COMPARED + ["decode_replica"]]
     pd.testing.assert_frame_equal(a, open_.requests[COMPARED + ["decode_replica"]],
                                   check_exact=True)
@@ -483,13 +486,14 @@ def test_closed_loop_decode_steps_see_reservations_made_at_their_start():
     )
     cost = LinearCostModel(overhead_ms=0.3, prefill_token_ms=0.0, decode_seq_ms=0.0,
                            kv_bytes_per_token=1e3)
-    cfg = dict(cost_model=cost, routing="round_robin", kv_blocks=30, max_num_seqs=1,
-               max_batched_tokens=8, chunked_prefill=False, seed=0, timeline_ms=5.0,
-               prefill_replicas=1, decode_replicas=1, handoff_gbps=1.0, layerwise=True)
+    cfg = dict(cost_model=cost, routing="round_robin", kv_tokens=30 * 4,
+               engine=EngineConfig(max_num_seqs=1, max_batched_tokens=8, chunked_prefill=False),
+               seed=0, timeline_ms=5.0,
+               replicas=Disaggregated(prefill=1, decode=1, handoff_gbps=1.0, layerwise=True))
     res = run(wl, **cfg)
     check_invariants(wl, res)
     wl2, order = replay_open_loop(wl, res)
-    open_ = Simulator(progress=False, **cfg).run(wl2)
+    open_ = simulate(wl2, **cfg)
     a = res.requests.iloc[order].reset_index(drop=True)[COMPARED + ["decode_replica"]]
     pd.testing.assert_frame_equal(a, open_.requests[COMPARED + ["decode_replica"]],
                                   check_exact=True)
@@ -508,17 +512,17 @@ def conversation_slice(conversation_path) -> Workload:
 def test_infinitely_fast_fleet_replays_the_recorded_arrivals(conversation_slice):
     wl = conversation_slice
     tiny = LinearCostModel(overhead_ms=1e-9, prefill_token_ms=0.0, decode_seq_ms=0.0)
-    res = run(wl, cost_model=tiny, replicas=2, kv_blocks=10**6)
+    res = run(wl, cost_model=tiny, replicas=2, kv_tokens=10**6 * wl.block_size)
     r = res.requests
     assert (r["turn"] > 1).sum() > 50  # the slice has many inferred later turns
     assert np.abs(r["arrival_shift_ms"]).max() < 1e-6
     # a 10x slower (than the default) fleet of one replica delays the later turns
     slow = LinearCostModel(overhead_ms=50.0, prefill_token_ms=0.5, decode_seq_ms=1.0)
-    r2 = run(wl, cost_model=slow, replicas=1, kv_blocks=10**5).requests
+    r2 = run(wl, cost_model=slow, replicas=1, kv_tokens=10**5 * wl.block_size).requests
     later = r2["turn"] > 1
     assert (r2.loc[~later, "arrival_shift_ms"] == 0).all()
     assert r2.loc[later, "arrival_shift_ms"].mean() > 1000.0
     by_turn = r2[later].groupby("turn")["arrival_shift_ms"].mean()
     assert by_turn.iloc[-1] > by_turn.iloc[0]
     check_invariants(wl, res)
-    check_invariants(wl, run(wl, cost_model=slow, replicas=1, kv_blocks=10**5))
+    check_invariants(wl, run(wl, cost_model=slow, replicas=1, kv_tokens=10**5 * wl.block_size))

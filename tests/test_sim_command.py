@@ -10,7 +10,7 @@ import pytest
 
 from inferasim import Workload
 from inferasim.cli import main
-from inferasim.sim import LinearCostModel, RooflineCostModel, Simulator
+from inferasim.sim import EngineConfig, LinearCostModel, RooflineCostModel, Simulator
 from inferasim.sim.cache import BlockCache
 
 MOONCAKE = "".join(
@@ -68,7 +68,7 @@ def test_simulate_conversation_trace(conversation_path, capsys):
 
 def test_default_cost_model_is_the_roofline_llama_8b_on_h100():
     wl = Workload.from_requests([0], [1024], [4], [[1, 2]])
-    res = Simulator(progress=False).run(wl)
+    res = Simulator().run(wl, progress=False)
     expected = RooflineCostModel("llama-3.1-8b", "h100-80gb").kv_capacity_blocks(512)
     assert res.config["kv_blocks"] == expected
     assert res.replicas["kv_capacity_blocks"].tolist() == [expected]
@@ -85,9 +85,9 @@ def test_jump_equals_plain_loop_with_the_roofline_model():
         prefix_len=512,
         seed=3,
     )
-    kw = dict(replicas=3, routing="kv_cost", kv_blocks=40, progress=False, timeline_ms=50.0)
-    fast = Simulator(**kw).run(wl)
-    plain = Simulator(**kw, fast=False).run(wl)
+    kw = dict(replicas=3, routing="kv_cost", kv_tokens=40 * 512)
+    fast = Simulator(**kw).run(wl, progress=False, timeline_ms=50.0)
+    plain = Simulator(**kw, fast=False).run(wl, progress=False, timeline_ms=50.0)
     pd.testing.assert_frame_equal(fast.requests, plain.requests, check_exact=True)
     pd.testing.assert_frame_equal(fast.timeline, plain.timeline, check_exact=True)
     pd.testing.assert_frame_equal(fast.replicas, plain.replicas, check_exact=True)
@@ -97,22 +97,25 @@ def test_bad_configuration_is_a_clear_error():
     wl = Workload.from_requests([0], [32], [2], block_size=16)
     lin = LinearCostModel()
     with pytest.raises(ValueError, match="replicas must be a positive integer"):
-        Simulator(replicas=0, kv_blocks=10, cost_model=lin).run(wl)
-    with pytest.raises(ValueError, match="max_batched_tokens .* must be >= max_num_seqs"):
-        Simulator(kv_blocks=10, cost_model=lin, max_num_seqs=64, max_batched_tokens=16).run(wl)
+        Simulator(replicas=0, kv_tokens=10 * 16, cost_model=lin).run(wl)
+    with pytest.raises(ValueError, match="max_batched_tokens .* must be >= engine.max_num_seqs"):
+        Simulator(kv_tokens=10 * 16, cost_model=lin,
+                  engine=EngineConfig(max_num_seqs=64, max_batched_tokens=16)).run(wl)
     with pytest.raises(ValueError, match="eviction must be one of"):
-        Simulator(kv_blocks=10, cost_model=lin, eviction="random").run(wl)
-    with pytest.raises(ValueError, match="give kv_blocks"):
+        Simulator(kv_tokens=10 * 16, cost_model=lin, eviction="random").run(wl)
+    with pytest.raises(ValueError, match="give kv_tokens"):
         Simulator(cost_model=lin).run(wl)
+    with pytest.raises(ValueError, match="holds no whole KV block of 16 tokens"):
+        Simulator(kv_tokens=15, cost_model=lin).run(wl)
     with pytest.raises(TypeError, match="step_time_ms"):
-        Simulator(kv_blocks=10, cost_model=object()).run(wl)
+        Simulator(kv_tokens=10 * 16, cost_model=object()).run(wl)
     with pytest.raises(TypeError, match="needs a Workload"):
-        Simulator(kv_blocks=10, cost_model=lin).run([1, 2])
+        Simulator(kv_tokens=10 * 16, cost_model=lin).run([1, 2])
 
 
 def test_empty_workload():
     wl = Workload.from_requests([], [], [], block_size=16)
-    res = Simulator(kv_blocks=10, cost_model=LinearCostModel(), progress=False).run(wl)
+    res = Simulator(kv_tokens=10 * 16, cost_model=LinearCostModel()).run(wl, progress=False)
     assert len(res.requests) == 0 and res.summary()["requests"] == 0
 
 
@@ -138,5 +141,28 @@ def test_cache_policies_order_by_hand():
 
 def test_progress_bar_option_runs(capsys):
     wl = Workload.from_requests(np.arange(10.0), [32] * 10, [2] * 10, block_size=16)
-    res = Simulator(kv_blocks=10, cost_model=LinearCostModel(), progress=True).run(wl)
+    res = Simulator(kv_tokens=10 * 16, cost_model=LinearCostModel()).run(wl, progress=True)
     assert len(res.requests) == 10
+
+
+def test_simulate_kv_tokens_and_overlap_weight_options(tmp_path, capsys):
+    # --kv-tokens is the HBM KV capacity per replica in tokens (whole blocks count).
+    # Each request of MOONCAKE needs ceil((1100 + 20 - 1) / 512) = 3 blocks: 2 * 512
+    # tokens reject all three, 3 * 512 serve them; less than a block is an error.
+    trace = tmp_path / "t.jsonl"
+    trace.write_text(MOONCAKE)
+    argv = ["simulate", str(trace), "--replicas", "1", "--no-progress"]
+    assert main([*argv, "--kv-tokens", str(2 * 512)]) == 0
+    r = rows(capsys.readouterr().out)
+    assert (r["finished"], r["rejected"]) == ("0", "3")
+    assert main([*argv, "--kv-tokens", str(3 * 512)]) == 0
+    assert rows(capsys.readouterr().out)["finished"] == "3"
+    assert main([*argv, "--kv-tokens", "100"]) == 1
+    assert "kv_tokens (100) holds no whole KV block of 512 tokens" in capsys.readouterr().err
+    # --overlap-weight weighs kv_cost's cost; with another policy it is an error
+    assert main([*argv, "--overlap-weight", "4"]) == 0
+    capsys.readouterr()
+    assert main([*argv, "--routing", "round_robin", "--overlap-weight", "4"]) == 1
+    assert "--overlap-weight weighs the cache overlap of --routing kv_cost" in (
+        capsys.readouterr().err
+    )

@@ -10,26 +10,30 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
-from hypothesis import HealthCheck, given, settings
+from helpers import assert_same, hypothesis_settings, runner, sim_configs, sim_workloads, simulate
+from hypothesis import given
 from hypothesis import strategies as st
-from test_sim_properties import configs, workloads
 
 from inferasim import Workload
-from inferasim.sim import LinearCostModel, Simulator
+from inferasim.sim import (
+    Disaggregated,
+    EngineConfig,
+    KvCostRouter,
+    LinearCostModel,
+    Simulator,
+)
 
 BS = 16
 LIN = LinearCostModel(kv_bytes_per_token=1e6)
-SETTINGS = settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = hypothesis_settings(30, slow=True)
 
 
-def run(wl: Workload, **kw):
-    kw.setdefault("kv_blocks", 1000)
-    kw.setdefault("cost_model", LIN)
-    kw.setdefault("progress", False)
-    kw.setdefault("prefill_replicas", 1)
-    kw.setdefault("decode_replicas", 1)
-    kw.setdefault("handoff_latency_us", 0.0)
-    return Simulator(**kw).run(wl)
+def split(prefill: int = 1, decode: int = 1, **handoff) -> Disaggregated:
+    """``prefill`` + ``decode`` instances; the handoff without latency unless given."""
+    return Disaggregated(prefill, decode, **{"handoff_latency_us": 0.0, **handoff})
+
+
+run = runner(kv_tokens=1000 * BS, cost_model=LIN, replicas=split())
 
 
 @pytest.mark.parametrize("fast", [True, False])
@@ -39,7 +43,7 @@ def test_one_request_ttft_and_e2e_include_the_handoff(fast):
     # Decode instance: two steps of 5.1 -> 112.71, 117.81. E2E 17.81.
     # The second token comes 1.01 + 5.1 = 6.11 after the first: the largest gap.
     wl = Workload.from_requests([100.0], [32], [3], block_size=BS)
-    res = run(wl, handoff_gbps=32.0, handoff_latency_us=10.0, fast=fast)
+    res = run(wl, replicas=split(handoff_gbps=32.0, handoff_latency_us=10.0), fast=fast)
     r = res.requests.iloc[0]
     assert (r.prefill_replica, r.decode_replica, r.replica) == (0, 1, 0)
     assert r.ttft_ms == pytest.approx(6.6)
@@ -60,13 +64,13 @@ def test_one_request_ttft_and_e2e_include_the_handoff(fast):
 
 def test_one_token_output_never_leaves_the_prefill_instance():
     wl = Workload.from_requests([0.0], [32], [1], block_size=BS)
-    r = run(wl, handoff_gbps=32.0).requests.iloc[0]
+    r = run(wl, replicas=split(handoff_gbps=32.0)).requests.iloc[0]
     assert r.decode_replica == -1 and np.isnan(r.transfer_ms)
     assert r.finish_ms == pytest.approx(6.6)
 
 
 def test_decode_pool_full_keeps_the_kv_pinned_on_the_prefill_side():
-    # kv_blocks=4 on each instance, 16 GB/s (16 tokens = 1 ms), no latency.
+    # 4 KV blocks on each instance, 16 GB/s (16 tokens = 1 ms), no latency.
     # A (16 tokens, 40 out) at 0: first token 5.8; the decode instance reserves
     # ceil(17 / 16) = 2 blocks; delivered at 6.8; decode steps of 5.1 from 6.8: A
     # computes positions 16, 32, 48 at decode steps 1, 17, 33 and holds all 4 blocks
@@ -76,7 +80,7 @@ def test_decode_pool_full_keeps_the_kv_pinned_on_the_prefill_side():
     # instance has 0 free: B's KV (1 block) stays pinned on the prefill instance until
     # A finishes at 205.7; transfer 205.7 -> 206.7; one decode step -> 211.8.
     wl = Workload.from_requests([0.0, 171.0], [16, 16], [40, 2], block_size=BS)
-    res = run(wl, kv_blocks=4, handoff_gbps=16.0, timeline_ms=10.0)
+    res = run(wl, kv_tokens=4 * BS, replicas=split(handoff_gbps=16.0), timeline_ms=10.0)
     a, b = res.requests.iloc[0], res.requests.iloc[1]
     assert a.first_token_ms == pytest.approx(5.8)
     assert a.finish_ms == pytest.approx(205.7)
@@ -109,7 +113,7 @@ def test_decode_pool_full_keeps_the_kv_pinned_on_the_prefill_side():
 )
 def test_layerwise_overlaps_the_transfer_with_the_prefill(gbps, layerwise, finish):
     wl = Workload.from_requests([0.0], [32], [3], block_size=BS)
-    r = run(wl, handoff_gbps=gbps, layerwise=layerwise).requests.iloc[0]
+    r = run(wl, replicas=split(handoff_gbps=gbps, layerwise=layerwise)).requests.iloc[0]
     assert r.ttft_ms == pytest.approx(6.6)
     assert r.finish_ms == pytest.approx(finish)
 
@@ -119,7 +123,7 @@ def test_transfers_share_the_prefill_link():
     # 5 + 0.05 * 64 = 8.2); both 32 MB transfers start at 8.2 on a 32 GB/s link and
     # share it: 2 ms each -> delivered at 10.2 (alone: 9.2). Two decode instances.
     wl = Workload.from_requests([0.0, 0.0], [32, 32], [2, 2], block_size=BS)
-    res = run(wl, decode_replicas=2, handoff_gbps=32.0)
+    res = run(wl, replicas=split(decode=2, handoff_gbps=32.0))
     assert res.requests["transfer_ms"].tolist() == pytest.approx([2.0, 2.0])
     assert res.requests["decode_replica"].tolist() == [1, 2]
     assert res.requests["finish_ms"].tolist() == pytest.approx([15.3, 15.3])
@@ -127,19 +131,19 @@ def test_transfers_share_the_prefill_link():
 
 def test_bad_topology_arguments():
     wl = Workload.from_requests([0.0], [32], [2], block_size=BS)
-    with pytest.raises(ValueError, match="give both prefill_replicas= and decode_replicas="):
-        Simulator(prefill_replicas=2, cost_model=LIN, kv_blocks=10).run(wl)
-    with pytest.raises(ValueError, match="decode_replicas must be a positive integer"):
-        Simulator(prefill_replicas=2, decode_replicas=0, cost_model=LIN, kv_blocks=10).run(wl)
-    with pytest.raises(ValueError, match="handoff_gbps must be a finite number > 0"):
-        run(wl, handoff_gbps=0.0)
+    with pytest.raises(TypeError, match="decode"):  # both pools are needed
+        Disaggregated(prefill=2)
+    with pytest.raises(ValueError, match="replicas.decode must be a positive integer"):
+        Simulator(replicas=Disaggregated(2, 0), cost_model=LIN, kv_tokens=10 * BS).run(wl)
+    with pytest.raises(ValueError, match="replicas.handoff_gbps must be a finite number > 0"):
+        run(wl, replicas=split(handoff_gbps=0.0))
 
 
 @st.composite
 def disagg_configs(draw) -> dict:
-    cfg = draw(configs())
+    cfg = draw(sim_configs())
     cfg.pop("replicas")
-    if cfg["routing"] in ("kv_cost",) and draw(st.booleans()):
+    if isinstance(cfg["routing"], KvCostRouter) and draw(st.booleans()):
         cfg["routing"] = "conductor"
     cost = cfg["cost_model"]
     cfg["cost_model"] = LinearCostModel(
@@ -150,31 +154,31 @@ def disagg_configs(draw) -> dict:
         decode_context_ms=cost.decode_context_ms,
         kv_bytes_per_token=draw(st.sampled_from([1.0, 1e5, 1e6])),
     )
-    cfg["prefill_replicas"] = draw(st.integers(1, 2))
-    cfg["decode_replicas"] = draw(st.integers(1, 2))
-    cfg["handoff_gbps"] = draw(st.sampled_from([1.0, 16.0, 400.0]))
-    cfg["handoff_latency_us"] = draw(st.sampled_from([0.0, 50.0]))
-    cfg["layerwise"] = draw(st.booleans())
+    cfg["replicas"] = Disaggregated(
+        prefill=draw(st.integers(1, 2)),
+        decode=draw(st.integers(1, 2)),
+        handoff_gbps=draw(st.sampled_from([1.0, 16.0, 400.0])),
+        handoff_latency_us=draw(st.sampled_from([0.0, 50.0])),
+        layerwise=draw(st.booleans()),
+    )
     return cfg
 
 
 @SETTINGS
-@given(wl=workloads(), cfg=disagg_configs())
+@given(wl=sim_workloads(), cfg=disagg_configs())
 def test_disaggregated_jump_equals_plain_loop(wl, cfg):
-    fast = Simulator(**cfg, fast=True).run(wl)
-    plain = Simulator(**cfg, fast=False).run(wl)
-    pd.testing.assert_frame_equal(fast.requests, plain.requests, check_exact=True)
-    pd.testing.assert_frame_equal(fast.replicas, plain.replicas, check_exact=True)
-    pd.testing.assert_frame_equal(fast.timeline, plain.timeline, check_exact=True)
+    fast = simulate(wl, **cfg, fast=True)
+    plain = simulate(wl, **cfg, fast=False)
+    assert_same(fast, plain)
 
 
 @SETTINGS
-@given(wl=workloads(), cfg=disagg_configs())
+@given(wl=sim_workloads(), cfg=disagg_configs())
 def test_disaggregated_invariants(wl, cfg):
-    res = Simulator(**cfg).run(wl)
+    res = simulate(wl, **cfg)
     req = res.requests
     n = len(wl)
-    P_n, D_n = cfg["prefill_replicas"], cfg["decode_replicas"]
+    P_n, D_n = cfg["replicas"].prefill, cfg["replicas"].decode
     assert req["request_id"].tolist() == list(range(n))
     fin = req[req["status"] == "finished"]
     assert set(req["status"]) <= {"finished", "rejected"}
@@ -194,7 +198,7 @@ def test_disaggregated_invariants(wl, cfg):
     assert (h["handoff_wait_ms"] >= 0).all() and (h["transfer_ms"] >= 0).all()
     assert (h["decode_queue_ms"] >= 0).all()
     # the decode steps come after the handoff: finish > delivery + decode queue
-    if not cfg["layerwise"]:  # (layerwise transfers start with the prefill or later)
+    if not cfg["replicas"].layerwise:  # (layerwise transfers start with the prefill or later)
         delivered = h["first_token_ms"] + h["handoff_wait_ms"] + h["transfer_ms"]
         assert (h["finish_ms"] > delivered + h["decode_queue_ms"] - 1e-9).all()
     assert (h["finish_ms"] > h["first_token_ms"]).all()
@@ -203,7 +207,7 @@ def test_disaggregated_invariants(wl, cfg):
     tl = res.timeline
     assert (tl["kv_running_blocks"] + tl["kv_cached_blocks"] <= cap).all()
     assert (reps["peak_kv_blocks"] <= cap).all()
-    assert (reps["peak_running"] <= cfg["max_num_seqs"]).all()
+    assert (reps["peak_running"] <= cfg["engine"].max_num_seqs).all()
 
 
 def test_compare_topologies_rows_are_the_runs_they_name():
@@ -212,16 +216,17 @@ def test_compare_topologies_rows_are_the_runs_they_name():
     wl = Workload.from_requests(
         [0.0, 5.0, 9.0, 30.0], [32, 48, 16, 64], [3, 5, 2, 4], block_size=BS
     )
-    kw = dict(kv_blocks=50, cost_model=LIN, progress=False, handoff_latency_us=0.0)
-    df = compare_topologies(wl, gpus=3, splits=[(1, 2), (2, 1)], slo_ttft_ms=10.0, **kw)
+    kw = dict(kv_tokens=50 * BS, cost_model=LIN)
+    same = dict(handoff={"handoff_latency_us": 0.0}, run={"progress": False})
+    df = compare_topologies(wl, gpus=3, splits=[(1, 2), (2, 1)], slo_ttft_ms=10.0, **same, **kw)
     assert df["topology"].tolist() == ["aggregated", "1:2", "2:1"]
-    agg = Simulator(replicas=3, **kw).run(wl).summary(slo_ttft_ms=10.0)
-    split = Simulator(prefill_replicas=2, decode_replicas=1, **kw).run(wl).summary(slo_ttft_ms=10.0)
+    agg = Simulator(replicas=3, **kw).run(wl, progress=False).summary(slo_ttft_ms=10.0)
+    two_one = Simulator(replicas=split(2, 1), **kw).run(wl, progress=False).summary(slo_ttft_ms=10.0)
     for col in ("ttft_ms_mean", "e2e_ms_p99", "slo_attainment", "finished"):
         assert df.loc[0, col] == agg[col]
-        assert df.loc[2, col] == split[col]
+        assert df.loc[2, col] == two_one[col]
     with pytest.raises(ValueError, match="adding up to gpus=3"):
-        compare_topologies(wl, gpus=3, splits=[(1, 1)], **kw)
+        compare_topologies(wl, gpus=3, splits=[(1, 1)], **same, **kw)
 
 
 def test_layerwise_handoff_of_a_preempted_prefill_is_called_off():
@@ -250,16 +255,13 @@ def test_layerwise_handoff_of_a_preempted_prefill_is_called_off():
         kv_bytes_per_token=1e6,
     )
     kw = dict(
-        kv_blocks=27,
-        max_num_seqs=6,
-        max_batched_tokens=23,
+        kv_tokens=27 * 4,
+        engine=EngineConfig(max_num_seqs=6, max_batched_tokens=23),
         eviction="fifo",
         seed=2,
         cost_model=cost,
         timeline_ms=0.7,
-        handoff_gbps=1.0,
-        handoff_latency_us=50.0,
-        layerwise=True,
+        replicas=split(handoff_gbps=1.0, handoff_latency_us=50.0, layerwise=True),
     )
     fast, plain = run(wl, fast=True, **kw), run(wl, fast=False, **kw)
     req = fast.requests

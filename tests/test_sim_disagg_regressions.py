@@ -14,11 +14,11 @@ token, delivery or finish), so a regression fails instead of hanging.
 
 from __future__ import annotations
 
-import pandas as pd
 import pytest
+from helpers import assert_same
 
 from inferasim import Workload
-from inferasim.sim import LinearCostModel, Simulator, engine
+from inferasim.sim import Disaggregated, EngineConfig, LinearCostModel, Simulator, engine
 
 # every step costs 1 ms, whatever it runs; 1 MB of KV a token on a 1 GB/s link: 1 ms a token
 FLAT = LinearCostModel(
@@ -31,19 +31,13 @@ FLAT = LinearCostModel(
 )
 
 
-def same(a, b) -> None:
-    pd.testing.assert_frame_equal(a.requests, b.requests, check_exact=True)
-    pd.testing.assert_frame_equal(a.replicas, b.replicas, check_exact=True)
-    pd.testing.assert_frame_equal(a.timeline, b.timeline, check_exact=True)
-
-
 def minimal(fast: bool):
     wl = Workload.from_requests([0.0] * 3, [1, 6, 3], [6, 2, 4], block_size=1)
     return Simulator(
-        kv_blocks=8, max_num_seqs=2, max_batched_tokens=2, eviction="fifo", seed=0,
-        cost_model=FLAT, handoff_gbps=1.0, handoff_latency_us=0.0, layerwise=True,
-        prefill_replicas=1, decode_replicas=1, progress=False, fast=fast,
-    ).run(wl)
+        kv_tokens=8 * 1, engine=EngineConfig(max_num_seqs=2, max_batched_tokens=2),
+        eviction="fifo", seed=0, cost_model=FLAT, fast=fast,
+        replicas=Disaggregated(1, 1, handoff_gbps=1.0, handoff_latency_us=0.0, layerwise=True),
+    ).run(wl, progress=False)
 
 
 @pytest.mark.parametrize("fast", [True, False])
@@ -79,7 +73,7 @@ def test_minimal_livelock_pinned_prompt_against_a_layerwise_reservation(fast):
 
 
 def test_minimal_case_fast_equals_plain():
-    same(minimal(True), minimal(False))
+    assert_same(minimal(True), minimal(False))
 
 
 def test_reported_livelock_every_request_comes_out():
@@ -98,11 +92,11 @@ def test_reported_livelock_every_request_comes_out():
         decode_seq_ms=0.7, decode_context_ms=0.0, kv_bytes_per_token=1e6,
     )
     kw = dict(
-        kv_blocks=27, max_num_seqs=6, max_batched_tokens=23, eviction="fifo", seed=2,
-        cost_model=cost, timeline_ms=0.7, handoff_gbps=1.0, handoff_latency_us=50.0,
-        layerwise=True, progress=False, prefill_replicas=1, decode_replicas=1,
+        kv_tokens=27 * 4, engine=EngineConfig(max_num_seqs=6, max_batched_tokens=23),
+        eviction="fifo", seed=2, cost_model=cost,
+        replicas=Disaggregated(1, 1, handoff_gbps=1.0, handoff_latency_us=50.0, layerwise=True),
     )
-    fast = Simulator(**kw, fast=True).run(wl)
+    fast = Simulator(**kw, fast=True).run(wl, timeline_ms=0.7, progress=False)
     req = fast.requests
     # request 11 never fits: 71 + 39 - 1 tokens need 28 blocks of 4 > 27; it comes
     # out rejected with that reason; every other request finishes
@@ -112,7 +106,7 @@ def test_reported_livelock_every_request_comes_out():
     assert (fin["arrival_ms"] <= fin["first_token_ms"]).all()
     assert (fin["first_token_ms"] <= fin["finish_ms"]).all()
     assert (fin["transfer_ms"].dropna() >= 0).all()
-    same(fast, Simulator(**kw, fast=False).run(wl))
+    assert_same(fast, Simulator(**kw, fast=False).run(wl, timeline_ms=0.7, progress=False))
 
 
 def test_the_guard_names_a_stretch_without_progress(monkeypatch):
@@ -143,9 +137,9 @@ def test_zero_time_prefill_step_hands_off(fast, gbps, delivered):
     )
     wl = Workload.from_requests([0.0], [1], [2], block_size=1)
     req = Simulator(
-        prefill_replicas=1, decode_replicas=1, kv_blocks=3, max_num_seqs=1, max_batched_tokens=1,
-        cost_model=cost, handoff_gbps=gbps, handoff_latency_us=0.0, progress=False, fast=fast,
-    ).run(wl).requests
+        replicas=Disaggregated(1, 1, handoff_gbps=gbps, handoff_latency_us=0.0), kv_tokens=3 * 1,
+        engine=EngineConfig(max_num_seqs=1, max_batched_tokens=1), cost_model=cost, fast=fast,
+    ).run(wl, progress=False).requests
     assert req["status"].tolist() == ["finished"]
     assert req["first_token_ms"].tolist() == [0.0]
     assert req["transfer_ms"].tolist() == pytest.approx([delivered], rel=1e-12)
@@ -170,10 +164,10 @@ def test_zero_time_prefill_steps_do_not_spin_at_one_instant(fast):
         [1, 9, 2, 9, 2, 2, 9], block_size=4,
     )
     req = Simulator(
-        prefill_replicas=1, decode_replicas=1, kv_blocks=40, max_num_seqs=4, max_batched_tokens=9,
-        eviction="fifo", cost_model=cost, handoff_gbps=1.0, handoff_latency_us=50.0,
-        progress=False, fast=fast,
-    ).run(wl).requests
+        replicas=Disaggregated(1, 1, handoff_gbps=1.0, handoff_latency_us=50.0),
+        kv_tokens=40 * 4, engine=EngineConfig(max_num_seqs=4, max_batched_tokens=9),
+        eviction="fifo", cost_model=cost, fast=fast,
+    ).run(wl, progress=False).requests
     assert req["status"].tolist() == ["finished"] * 7
     assert (req["arrival_ms"] <= req["first_token_ms"]).all()
     assert (req["first_token_ms"] <= req["finish_ms"]).all()

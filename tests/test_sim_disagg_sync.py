@@ -19,21 +19,17 @@ from __future__ import annotations
 import copy
 
 import numpy as np
-import pandas as pd
 import pytest
-from hypothesis import HealthCheck, given, settings
+from helpers import assert_same, hypothesis_settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from conftest import examples
 from inferasim import LinearCostModel, Simulator, Workload
-from inferasim.sim import Tier, engine
+from inferasim.sim import Disaggregated, EngineConfig, Tier, engine
 from inferasim.sim.scheduler import Replica
 
-SETTINGS = settings(
-    max_examples=examples(15),
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
-)
+SETTINGS = hypothesis_settings(examples(15), slow=True, fixtures=True)
 
 
 @st.composite
@@ -56,26 +52,22 @@ def fleets(draw) -> tuple[Workload, dict]:
     pool = Tier("pool", draw(st.sampled_from([32, 128])), read_gbps=0.5, write_gbps=0.5,
                 latency_us=50.0, shared=True)
     seqs = draw(st.integers(2, 16))
+    prefill, decode = draw(st.integers(1, 3)), draw(st.integers(1, 3))
+    routing = draw(st.sampled_from(["conductor", "round_robin", "kv_cost"]))
+    kv_blocks = draw(st.sampled_from([30, 64, 400]))
+    engine = EngineConfig(max_num_seqs=seqs, max_batched_tokens=draw(st.integers(seqs, 96)))
+    layerwise = draw(st.booleans())
+    fleet = Disaggregated(prefill, decode, layerwise=layerwise,
+                          handoff_gbps=draw(st.sampled_from([0.05, 1.0, 100.0])))
     sim = dict(
-        prefill_replicas=draw(st.integers(1, 3)),
-        decode_replicas=draw(st.integers(1, 3)),
-        routing=draw(st.sampled_from(["conductor", "round_robin", "kv_cost"])),
-        kv_blocks=draw(st.sampled_from([30, 64, 400])),
-        max_num_seqs=seqs,
-        max_batched_tokens=draw(st.integers(seqs, 96)),
-        layerwise=draw(st.booleans()),
-        handoff_gbps=draw(st.sampled_from([0.05, 1.0, 100.0])),
+        replicas=fleet,
+        routing=routing,
+        kv_tokens=kv_blocks * bs,
+        engine=engine,
         tiers=[pool] if draw(st.booleans()) else None,
         cost_model=LinearCostModel(kv_bytes_per_token=1e5),
-        progress=False,
     )
     return wl, sim
-
-
-def assert_same(a, b) -> None:
-    pd.testing.assert_frame_equal(a.requests, b.requests, check_exact=True)
-    pd.testing.assert_frame_equal(a.replicas, b.replicas, check_exact=True)
-    pd.testing.assert_frame_equal(a.timeline, b.timeline, check_exact=True)
 
 
 @SETTINGS
@@ -83,8 +75,8 @@ def assert_same(a, b) -> None:
 def test_jump_equals_step_by_step(case, monkeypatch):
     wl, sim = case
     monkeypatch.setattr(engine, "_CHECK_SYNC", True)  # kept wakes == fresh reads
-    fast = Simulator(**sim).run(wl)
-    slow = Simulator(**sim, fast=False).run(wl)
+    fast = Simulator(**sim).run(wl, progress=False)
+    slow = Simulator(**sim, fast=False).run(wl, progress=False)
     assert_same(fast, slow)
     assert len(fast.requests) == len(wl)
 
@@ -108,7 +100,7 @@ def run_checked(wl: Workload, sim: dict, monkeypatch) -> dict[str, int]:
         return kv
 
     monkeypatch.setattr(Replica, "kv_at", checked)
-    Simulator(**sim).run(wl)
+    Simulator(**sim).run(wl, progress=False)
     return seen
 
 
@@ -132,8 +124,8 @@ def test_kv_at_reads_stretches_through_finishes(monkeypatch):
         rng.choice([2, 5, 20, 50], n).tolist(),
         block_size=4,
     )
-    sim = dict(prefill_replicas=2, decode_replicas=2, routing="round_robin", kv_blocks=400,
-               max_num_seqs=32, cost_model=LinearCostModel(kv_bytes_per_token=1e5),
-               progress=False)
+    sim = dict(replicas=Disaggregated(prefill=2, decode=2), routing="round_robin",
+               kv_tokens=400 * 4, engine=EngineConfig(max_num_seqs=32),
+               cost_model=LinearCostModel(kv_bytes_per_token=1e5))
     seen = run_checked(wl, sim, monkeypatch)
     assert seen["read"] > 20 and seen["finish"] > 0, seen

@@ -11,19 +11,14 @@ import math
 
 import numpy as np
 import pytest
+from helpers import runner
 
 from inferasim import Workload
-from inferasim.sim import LinearCostModel, Simulator
+from inferasim.sim import EngineConfig, LinearCostModel
 
 BS = 16
 LIN = LinearCostModel()  # 5 ms + 0.05 ms/prefill token + 0.1 ms/decode seq
-
-
-def run(wl: Workload, **kw):
-    kw.setdefault("kv_blocks", 1000)
-    kw.setdefault("cost_model", LIN)
-    kw.setdefault("progress", False)
-    return Simulator(**kw).run(wl)
+run = runner(kv_tokens=1000 * BS, cost_model=LIN)
 
 
 def row(res, i):
@@ -97,7 +92,7 @@ def test_block_becomes_reusable_when_its_chunk_completes():
     # block 1 (at most (32-1)//16 = 1 block) and computes 16 tokens. Step 2 prefills
     # 32 tokens: 6.6 -> 13.2. B's TTFT = 13.2 - 1.0 = 12.2 ms.
     wl = Workload.from_requests([0, 1.0], [48, 32], [1, 1], [[1, 2, 3], [1, 5]], block_size=BS)
-    res = run(wl, max_batched_tokens=32, max_num_seqs=4)
+    res = run(wl, engine=EngineConfig(max_num_seqs=4, max_batched_tokens=32))
     b = row(res, 1)
     assert b.scheduled_ms == pytest.approx(6.6)
     assert b.cached_tokens == 16
@@ -125,12 +120,12 @@ def _eviction_workload():
 
 
 def test_lru_evicts_tail_first_and_keeps_the_head():
-    # kv_blocks=4. A finishes at its prefill (one output token) and releases its
+    # 4 KV blocks. A finishes at its prefill (one output token) and releases its
     # blocks tail first: LRU order 3, 2, 1. B needs 3 blocks with 1 free: evicts 3
     # and 2. C reuses block 1 (16 tokens) and needs one new block: B's released
     # blocks 6, 5, 4 sit behind block 1 in LRU order, block 1 is revived first, so
     # block 6 goes. Evictions: 2 + 1 = 3.
-    res = run(_eviction_workload(), kv_blocks=4)
+    res = run(_eviction_workload(), kv_tokens=4 * BS)
     assert res.requests["cached_tokens"].tolist() == [0, 0, 16]
     assert res.replicas["evictions"].tolist() == [3]
     # C: 16 tokens computed: TTFT 5 + 0.8
@@ -139,14 +134,14 @@ def test_lru_evicts_tail_first_and_keeps_the_head():
 
 def test_fifo_evicts_the_oldest_block_first():
     # FIFO evicts in insertion order: B evicts blocks 1 and 2, so C misses.
-    res = run(_eviction_workload(), kv_blocks=4, eviction="fifo")
+    res = run(_eviction_workload(), kv_tokens=4 * BS, eviction="fifo")
     assert res.requests["cached_tokens"].tolist() == [0, 0, 0]
     # B evicts 2; C needs 2 blocks with 0 free: evicts 3 (oldest) and 4. Total 4.
     assert res.replicas["evictions"].tolist() == [4]
 
 
 def test_lfu_keeps_the_block_with_hits_where_lru_loses_it():
-    # kv_blocks=4, every prompt 2 or 3 full blocks, one output token (a request
+    # 4 KV blocks, every prompt 2 or 3 full blocks, one output token (a request
     # releases its blocks, tail first, when its prefill ends).
     # A: ids 1,2            -> cache LRU order [2, 1]
     # B: ids 1,3 (hits 1)   -> no eviction (2 free); order [2, 3, 1]; block 1 has 1 hit
@@ -162,14 +157,14 @@ def test_lfu_keeps_the_block_with_hits_where_lru_loses_it():
         [[1, 2], [1, 3], [4, 5], [6, 7, 8], [1, 9]],
         block_size=BS,
     )
-    lfu = run(wl, kv_blocks=4, eviction="lfu")
-    lru = run(wl, kv_blocks=4, eviction="lru")
+    lfu = run(wl, kv_tokens=4 * BS, eviction="lfu")
+    lru = run(wl, kv_tokens=4 * BS, eviction="lru")
     assert lfu.requests["cached_tokens"].tolist() == [0, 16, 0, 0, 16]
     assert lru.requests["cached_tokens"].tolist() == [0, 16, 0, 0, 0]
 
 
 def test_preemption_of_the_most_recent_sequence():
-    # kv_blocks=4, no hash ids. A and B (16-token prompts, 40 output tokens) are
+    # 4 KV blocks, no hash ids. A and B (16-token prompts, 40 output tokens) are
     # admitted together: step 1 prefills 32 tokens (6.6 ms), 1 block each.
     # Decode step k (k = 0, 1, ...) computes token 16 + k of each sequence and needs
     # a new block when 16 + k is a multiple of 16: k = 0 (blocks 2 and 2: 4 in use)
@@ -180,7 +175,7 @@ def test_preemption_of_the_most_recent_sequence():
     # recomputes 16 + 17 = 33 tokens (5 + 1.65 = 6.65 ms -> 213.75, token 18), then
     # decodes 22 more tokens: 22 * 5.1 = 112.2 -> 325.95.
     wl = Workload.from_requests([0, 0], [16, 16], [40, 40], block_size=BS)
-    res = run(wl, kv_blocks=4)
+    res = run(wl, kv_tokens=4 * BS)
     a, b = row(res, 0), row(res, 1)
     assert a.preemptions == 0 and b.preemptions == 1
     assert res.replicas["preemptions"].tolist() == [1]
@@ -192,9 +187,9 @@ def test_preemption_of_the_most_recent_sequence():
 
 
 def test_rejected_request_stays_in_the_frame():
-    # kv_blocks=4 holds 64 tokens: a 100-token prompt can never fit.
+    # 4 KV blocks hold 64 tokens: a 100-token prompt can never fit.
     wl = Workload.from_requests([0, 1], [100, 16], [4, 4], block_size=BS)
-    res = run(wl, kv_blocks=4)
+    res = run(wl, kv_tokens=4 * BS)
     r = row(res, 0)
     assert r.status == "rejected" and r.replica == -1
     assert "needs 7 KV blocks" in r.reason and "holds 4" in r.reason
@@ -206,16 +201,16 @@ def test_rejected_request_stays_in_the_frame():
 def test_request_needing_decode_blocks_beyond_memory_is_rejected():
     # 64-token prompt fits 4 blocks but its 2nd..10th output tokens need a 5th block.
     wl = Workload.from_requests([0], [64], [10], block_size=BS)
-    assert row(run(wl, kv_blocks=4), 0).status == "rejected"
-    assert row(run(wl, kv_blocks=5), 0).status == "finished"
+    assert row(run(wl, kv_tokens=4 * BS), 0).status == "rejected"
+    assert row(run(wl, kv_tokens=5 * BS), 0).status == "finished"
 
 
 def test_chunked_versus_whole_prefill():
     # 48 tokens with max_batched_tokens=16: chunked = 3 steps of 5.8 ms (17.4);
     # unchunked = one step of 5 + 2.4 = 7.4 ms (a prompt above the budget runs alone).
     wl = Workload.from_requests([0], [48], [1], block_size=BS)
-    chunked = run(wl, max_batched_tokens=16, max_num_seqs=4)
-    whole = run(wl, max_batched_tokens=16, max_num_seqs=4, chunked_prefill=False)
+    chunked = run(wl, engine=EngineConfig(max_num_seqs=4, max_batched_tokens=16))
+    whole = run(wl, engine=EngineConfig(max_num_seqs=4, max_batched_tokens=16, chunked_prefill=False))
     assert row(chunked, 0).ttft_ms == pytest.approx(17.4)
     assert row(whole, 0).ttft_ms == pytest.approx(7.4)
 
@@ -223,7 +218,7 @@ def test_chunked_versus_whole_prefill():
 def test_queueing_behind_max_num_seqs():
     # max_num_seqs=1: B waits for A (one step of 6.6 ms, 1 output token).
     wl = Workload.from_requests([0, 0], [32, 32], [1, 1], block_size=BS)
-    res = run(wl, max_num_seqs=1, max_batched_tokens=64)
+    res = run(wl, engine=EngineConfig(max_num_seqs=1, max_batched_tokens=64))
     b = row(res, 1)
     assert b.queue_ms == pytest.approx(6.6)
     assert b.ttft_ms == pytest.approx(13.2)
@@ -275,10 +270,10 @@ def test_saturation_flag():
     # the queue grows without bound.
     n = 400
     wl = Workload.from_requests(np.arange(n) * 5.0, [500] * n, [1] * n, block_size=BS)
-    s = run(wl, max_num_seqs=1, max_batched_tokens=1024).summary()
+    s = run(wl, engine=EngineConfig(max_num_seqs=1, max_batched_tokens=1024)).summary()
     assert s["saturated"]
     light = Workload.from_requests(np.arange(n) * 100.0, [500] * n, [1] * n, block_size=BS)
-    assert not run(light, max_num_seqs=1, max_batched_tokens=1024).summary()["saturated"]
+    assert not run(light, engine=EngineConfig(max_num_seqs=1, max_batched_tokens=1024)).summary()["saturated"]
 
 
 def test_itl_and_largest_gap_of_a_mixed_batch():
@@ -305,13 +300,13 @@ def test_largest_gap_spans_a_preemption(fast):
     # and its token 18 comes from the recompute at 213.75: a gap of 123.95 ms. A's
     # steps take 5.2 ms while both decode, then 5.1 ms: its largest gap is 5.2.
     wl = Workload.from_requests([0, 0], [16, 16], [40, 40], block_size=BS)
-    req = run(wl, kv_blocks=4, fast=fast).requests
+    req = run(wl, kv_tokens=4 * BS, fast=fast).requests
     assert req["max_itl_ms"].tolist() == pytest.approx([5.2, 123.95])
     assert req["itl_ms"].tolist() == pytest.approx([(207.1 - 6.6) / 39, (325.95 - 6.6) / 39])
 
 
 def test_length_aware_evicts_the_deepest_block_first():
-    # kv_blocks=5, one output token each (a request releases its blocks, tail first,
+    # 5 KV blocks, one output token each (a request releases its blocks, tail first,
     # when its prefill ends); no block is ever hit before D, so hits tie at 0.
     # A: ids 4,5 (positions 0, 1)      -> evictable in the order 5, 4
     # B: ids 1,2,3 (positions 0, 1, 2) -> order 5, 4, 3, 2, 1 (cache full)
@@ -327,8 +322,8 @@ def test_length_aware_evicts_the_deepest_block_first():
         [[4, 5], [1, 2, 3], [6, 7], [4, 9]],
         block_size=BS,
     )
-    la = run(wl, kv_blocks=5, eviction="length_aware")
-    lfu = run(wl, kv_blocks=5, eviction="lfu")
+    la = run(wl, kv_tokens=5 * BS, eviction="length_aware")
+    lfu = run(wl, kv_tokens=5 * BS, eviction="lfu")
     assert la.requests["cached_tokens"].tolist() == [0, 0, 0, 16]
     assert lfu.requests["cached_tokens"].tolist() == [0, 0, 0, 0]
 
@@ -343,5 +338,5 @@ def test_length_aware_keeps_a_block_with_hits_over_a_shallower_one():
         [[1, 2], [1, 3], [4, 5], [6, 7, 8], [1, 9]],
         block_size=BS,
     )
-    la = run(wl, kv_blocks=4, eviction="length_aware")
+    la = run(wl, kv_tokens=4 * BS, eviction="length_aware")
     assert la.requests["cached_tokens"].tolist() == [0, 16, 0, 0, 16]

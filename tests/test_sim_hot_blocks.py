@@ -1,4 +1,4 @@
-"""Hot-block replication: ``Simulator(replicate_hot_blocks=k)``, hand-computed.
+"""Hot-block replication: ``Simulator(tiers=Tiers([...], replicate_hot_blocks=k))``, hand-computed.
 
 Cost model ``LinearCostModel(kv_bytes_per_token=1e5)``; block size 16, so a
 block is 1.6 MB: 1.6 ms on the pool's 1 GB/s link, 0.1 ms on the DRAM's
@@ -12,7 +12,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from inferasim import LinearCostModel, Simulator, Tier, Workload
+from inferasim import Disaggregated, LinearCostModel, Simulator, Tier, Tiers, Workload
 
 COST = LinearCostModel(kv_bytes_per_token=1e5)
 POOL = Tier("pool", 16 * 100, read_gbps=1.0, write_gbps=1.0, shared=True)
@@ -33,9 +33,9 @@ def workload() -> Workload:
 
 def run(hot, replicas: int = 1, wl: Workload | None = None, fast: bool = True):
     return Simulator(
-        replicas, routing="round_robin", kv_blocks=3, cost_model=COST, tiers=[POOL, DRAM],
-        load_policy="always", replicate_hot_blocks=hot, progress=False, fast=fast,
-    ).run(workload() if wl is None else wl)
+        replicas, routing="round_robin", kv_tokens=3 * 16, cost_model=COST, fast=fast,
+        tiers=Tiers([POOL, DRAM], load_policy="always", replicate_hot_blocks=hot),
+    ).run(workload() if wl is None else wl, progress=False)
 
 
 @pytest.mark.parametrize("fast", [True, False])
@@ -100,10 +100,10 @@ def test_with_no_copy_the_run_equals_the_run_without_the_option():
 def test_disaggregated_fleet_copies_on_the_prefill_instance():
     # the same requests on one prefill and one decode instance (the tiers sit
     # behind the prefill instance): the same pool/DRAM hits as aggregated
-    kw = dict(kv_blocks=3, cost_model=COST, tiers=[POOL, DRAM], load_policy="always",
-              progress=False, prefill_replicas=1, decode_replicas=1)
-    on = Simulator(**kw, replicate_hot_blocks=1).run(workload())
-    plain = Simulator(**kw, replicate_hot_blocks=1, fast=False).run(workload())
+    kw = dict(kv_tokens=3 * 16, cost_model=COST, replicas=Disaggregated(prefill=1, decode=1),
+              tiers=Tiers([POOL, DRAM], load_policy="always", replicate_hot_blocks=1))
+    on = Simulator(**kw).run(workload(), progress=False)
+    plain = Simulator(**kw, fast=False).run(workload(), progress=False)
     assert on.requests["dram_hit_tokens"].tolist() == [0, 0, 0, 0, 0, 0, 16]
     assert on.replicas["dram_bytes_written"].tolist() == [MB, 0.0]
     pd.testing.assert_frame_equal(on.requests, plain.requests, check_exact=True)
@@ -112,15 +112,15 @@ def test_disaggregated_fleet_copies_on_the_prefill_instance():
 @pytest.mark.parametrize(
     "tiers, hot, match",
     [
-        ([POOL], 1, "tiers= has none: add one, e.g. Tier\\('dram'"),
-        ([DRAM], 1, "read from a shared tier, and tiers= has none"),
-        (None, 1, "tiers= has none: add one"),
-        ([POOL, DRAM], -1, "replicate_hot_blocks must be None or an int >= 0, got -1"),
+        ([POOL], 1, "the tiers have none: add one, e.g. Tier\\('dram'"),
+        ([DRAM], 1, "read from a shared tier, and the tiers have none"),
+        (None, 1, "the tiers have none: add one"),
+        ([POOL, DRAM], -1, "tiers.replicate_hot_blocks must be None or an int >= 0, got -1"),
         ([POOL, DRAM], True, "must be None or an int >= 0, got True"),
         ([POOL, DRAM], 1.5, "must be None or an int >= 0, got 1.5"),
     ],
 )
 def test_bad_options(tiers, hot, match):
     with pytest.raises(ValueError, match=match):
-        Simulator(kv_blocks=3, cost_model=COST, tiers=tiers, replicate_hot_blocks=hot,
-                  progress=False).run(workload())
+        Simulator(kv_tokens=3 * 16, cost_model=COST,
+                  tiers=Tiers(tiers, replicate_hot_blocks=hot)).run(workload(), progress=False)

@@ -12,106 +12,48 @@
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 import pytest
+from helpers import (
+    assert_same,
+    busy_workloads,
+    hypothesis_settings,
+    sim_configs,
+    sim_workloads,
+    simulate,
+)
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import family_workload
 from inferasim import Workload
 from inferasim.reuse import infinite_hit_ratio
 from inferasim.sim import LinearCostModel, Simulator
 from inferasim.sim import cache as cache_mod
 from inferasim.sim import scheduler as sched_mod
 
-SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-
-
-@st.composite
-def workloads(draw, max_n: int = 25, allow_no_ids: bool = True) -> Workload:
-    bs = draw(st.sampled_from([4, 8, 16]))
-    n = draw(st.integers(1, max_n))
-    gaps = draw(
-        st.lists(st.sampled_from([0.0, 0.5, 1.0, 3.0, 7.5, 20.0, 60.0]), min_size=n, max_size=n)
-    )
-    arrival = np.cumsum(gaps)
-    P = draw(st.lists(st.integers(1, 90), min_size=n, max_size=n))
-    out_len = draw(st.lists(st.integers(1, 40), min_size=n, max_size=n))
-    ids = []
-    fresh = 10_000
-    for p in P:
-        fam = draw(st.integers(0, 3))
-        shared = draw(st.integers(0, 6))
-        row = []
-        for j in range(-(-p // bs)):
-            if j < shared:
-                row.append(100 * fam + j)
-            else:
-                row.append(fresh)
-                fresh += 1
-        ids.append(row)
-    with_ids = draw(st.integers(0, 4)) > 0 if allow_no_ids else True
-    return Workload.from_requests(arrival, P, out_len, ids if with_ids else None, block_size=bs)
-
-
-@st.composite
-def configs(draw) -> dict:
-    max_num_seqs = draw(st.integers(1, 8))
-    routing = draw(
-        st.sampled_from(
-            ["round_robin", "random", "least_loaded", "cache_aware", "kv_cost", "conductor"]
-        )
-    )
-    cfg = dict(
-        replicas=draw(st.integers(1, 3)),
-        routing=routing,
-        kv_blocks=draw(st.integers(3, 40)),
-        max_num_seqs=max_num_seqs,
-        max_batched_tokens=draw(st.integers(max_num_seqs, 64)),
-        chunked_prefill=draw(st.booleans()),
-        eviction=draw(st.sampled_from(["lru", "fifo", "lfu", "length_aware"])),
-        temperature=draw(st.sampled_from([0.0, 0.0, 2.0])),
-        seed=draw(st.integers(0, 3)),
-        cost_model=LinearCostModel(
-            overhead_ms=draw(st.sampled_from([0.3, 1.0, 5.0])),
-            prefill_token_ms=draw(st.sampled_from([0.0, 0.01, 0.05])),
-            prefill_attention_ms=draw(st.sampled_from([0.0, 1e-4])),
-            decode_seq_ms=draw(st.sampled_from([0.0, 0.1, 0.7])),
-            decode_context_ms=draw(st.sampled_from([0.0, 0.003])),
-        ),
-        timeline_ms=draw(st.sampled_from([None, 0.7, 5.0])),
-        progress=False,
-    )
-    return cfg
-
-
-def assert_same(a, b) -> None:
-    pd.testing.assert_frame_equal(a.requests, b.requests, check_exact=True)
-    pd.testing.assert_frame_equal(a.replicas, b.replicas, check_exact=True)
-    pd.testing.assert_frame_equal(a.timeline, b.timeline, check_exact=True)
+SETTINGS = hypothesis_settings(60, slow=True)
 
 
 @SETTINGS
-@given(wl=workloads(), cfg=configs())
+@given(wl=sim_workloads(), cfg=sim_configs())
 def test_jump_equals_plain_loop(wl, cfg):
-    fast = Simulator(**cfg, fast=True).run(wl)
-    plain = Simulator(**cfg, fast=False).run(wl)
+    fast = simulate(wl, **cfg, fast=True)
+    plain = simulate(wl, **cfg, fast=False)
     assert_same(fast, plain)
 
 
 @SETTINGS
-@given(wl=workloads(allow_no_ids=False), cfg=configs())
+@given(wl=sim_workloads(allow_no_ids=False), cfg=sim_configs())
 def test_jump_equals_plain_loop_closed_loop(wl, cfg):
     # sessions inferred from the hash ids; next turns wait for the previous answer
-    fast = Simulator(**cfg, fast=True, closed_loop=True).run(wl)
-    plain = Simulator(**cfg, fast=False, closed_loop=True).run(wl)
+    fast = simulate(wl, **cfg, fast=True, closed_loop=True)
+    plain = simulate(wl, **cfg, fast=False, closed_loop=True)
     assert_same(fast, plain)
 
 
 @SETTINGS
-@given(wl=workloads(), cfg=configs())
+@given(wl=sim_workloads(), cfg=sim_configs())
 def test_frame_invariants(wl, cfg):
-    res = Simulator(**cfg).run(wl)
+    res = simulate(wl, **cfg)
     req = res.requests
     n = len(wl)
     assert req["request_id"].tolist() == list(range(n))
@@ -143,7 +85,7 @@ def test_frame_invariants(wl, cfg):
     assert (tl["kv_running_blocks"] + tl["kv_cached_blocks"] <= cap).all()
     assert (tl[["queue", "running", "kv_running_blocks", "kv_cached_blocks"]] >= 0).all().all()
     assert (res.replicas["peak_kv_blocks"] <= cap).all()
-    assert (res.replicas["peak_running"] <= cfg["max_num_seqs"]).all()
+    assert (res.replicas["peak_running"] <= cfg["engine"].max_num_seqs).all()
     # per-replica totals add up
     assert res.replicas["requests"].sum() == len(fin)
     assert res.replicas["preemptions"].sum() == req["preemptions"].sum()
@@ -213,18 +155,18 @@ class _Checked:
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
 )
-@given(wl=workloads(), cfg=configs(), fast=st.booleans())
+@given(wl=sim_workloads(), cfg=sim_configs(), fast=st.booleans())
 def test_pinned_never_evicted_and_memory_bounded(monkeypatch, wl, cfg, fast):
     with monkeypatch.context() as m:
         checked = _Checked(m)
-        res = Simulator(**cfg, fast=fast).run(wl)
+        res = simulate(wl, **cfg, fast=fast)
     assert checked.evicted == res.replicas["evictions"].sum()
 
 
 @settings(max_examples=25, deadline=None)
-@given(wl=workloads(), cfg=configs())
+@given(wl=sim_workloads(), cfg=sim_configs())
 def test_same_inputs_same_frames(wl, cfg):
-    assert_same(Simulator(**cfg).run(wl), Simulator(**cfg).run(wl))
+    assert_same(simulate(wl, **cfg), simulate(wl, **cfg))
 
 
 def _spaced(wl: Workload, gap_ms: float = 1e7) -> Workload:
@@ -245,16 +187,16 @@ def expected_hit_tokens(wl: Workload) -> int:
 
 
 @settings(max_examples=40, deadline=None)
-@given(wl=workloads(max_n=30, allow_no_ids=False))
+@given(wl=sim_workloads(max_n=30, allow_no_ids=False))
 def test_unbounded_single_replica_matches_infinite_cache(wl):
     wl = _spaced(wl)
-    res = Simulator(kv_blocks=10**9, cost_model=LinearCostModel(), progress=False).run(wl)
+    res = Simulator(kv_tokens=10**9 * wl.block_size, cost_model=LinearCostModel()).run(wl, progress=False)
     assert int(res.requests["cached_tokens"].sum()) == expected_hit_tokens(wl)
 
 
 def test_unbounded_single_replica_matches_infinite_cache_on_the_trace(conversation_path):
     wl = _spaced(Workload.from_mooncake(conversation_path))
-    res = Simulator(kv_blocks=10**9, cost_model=LinearCostModel(), progress=False).run(wl)
+    res = Simulator(kv_tokens=10**9 * wl.block_size, cost_model=LinearCostModel()).run(wl, progress=False)
     expected = expected_hit_tokens(wl)
     ceiling = infinite_hit_ratio(wl, full_blocks_only=True)
     assert int(res.requests["cached_tokens"].sum()) == expected
@@ -263,19 +205,10 @@ def test_unbounded_single_replica_matches_infinite_cache_on_the_trace(conversati
     assert abs(res.summary()["token_hit_ratio"] - ceiling.token_hit_ratio) < 0.01
 
 
-@st.composite
-def busy_workloads(draw) -> Workload:
-    """Many overlapping requests with long outputs and 4-token blocks: routing
-    decisions land inside decode stretches that allocate blocks and finish."""
-    n = draw(st.integers(20, 80))
-    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
-    return family_workload(rng, n, [0.0, 0.5, 2.0, 6.0], (1, 40), (1, 80), families=3, shared_max=4)
-
-
 @settings(max_examples=60, deadline=None)
 @given(
-    wl=st.one_of(workloads(), busy_workloads()),
-    cfg=configs(),
+    wl=st.one_of(sim_workloads(), busy_workloads()),
+    cfg=sim_configs(),
     policy=st.sampled_from(["kv_cost", "cache_aware", "least_loaded"]),
 )
 def test_builtin_router_fast_paths_equal_the_view_paths(wl, cfg, policy):
@@ -284,15 +217,15 @@ def test_builtin_router_fast_paths_equal_the_view_paths(wl, cfg, policy):
     # fully advanced read-only views. Both must place every request alike.
     from inferasim.sim.router import make_router
 
-    cfg = {**cfg, "temperature": 0.0, "replicas": max(cfg["replicas"], 2)}
-    inner = make_router(policy, overlap_weight=1.0, block_size=wl.block_size)
+    cfg = {**cfg, "replicas": max(cfg["replicas"], 2)}
+    inner = make_router(policy, block_size=wl.block_size)
     inner.reset(cfg["replicas"], 0)
 
     def via_views(request, replicas):
         return inner(request, replicas)
 
-    fast = Simulator(**{**cfg, "routing": policy}).run(wl)
-    slow = Simulator(**{**cfg, "routing": via_views}).run(wl)
+    fast = simulate(wl, **{**cfg, "routing": policy})
+    slow = simulate(wl, **{**cfg, "routing": via_views})
     assert_same(fast, slow)
 
 
@@ -360,7 +293,7 @@ def test_roofline_decode_table_cap_falls_back_to_the_loop(monkeypatch):
 
 
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(wl=workloads(max_n=12), cfg=configs(), outputs=st.integers(30, 200))
+@given(wl=sim_workloads(max_n=12), cfg=sim_configs(), outputs=st.integers(30, 200))
 def test_jump_equals_plain_loop_with_the_roofline_and_long_outputs(wl, cfg, outputs):
     # Long decode stretches (priced lazily, some runs through numpy) with the
     # default roofline's private fast paths.
@@ -374,16 +307,16 @@ def test_jump_equals_plain_loop_with_the_roofline_and_long_outputs(wl, cfg, outp
         block_size=wl.block_size,
     )
     cfg = {**cfg, "cost_model": RooflineCostModel(), "kv_blocks": cfg["kv_blocks"] * 4}
-    fast = Simulator(**cfg, fast=True).run(wl)
-    plain = Simulator(**cfg, fast=False).run(wl)
+    fast = simulate(wl, **cfg, fast=True)
+    plain = simulate(wl, **cfg, fast=False)
     assert_same(fast, plain)
 
 
 @SETTINGS
-@given(wl=workloads(), cfg=configs())
+@given(wl=sim_workloads(), cfg=sim_configs())
 def test_itl_columns_bound_each_other(wl, cfg):
     # ITL is the mean gap, max_itl_ms the largest: mean <= max <= the whole decode span
-    req = Simulator(**cfg).run(wl).requests
+    req = simulate(wl, **cfg).requests
     fin = req[req["status"] == "finished"]
     many = fin[fin["output_len"] > 1]
     one = fin[fin["output_len"] <= 1]
@@ -402,7 +335,7 @@ def test_invariant_checker_sees_inside_the_jump(monkeypatch):
     wl = Workload.from_requests([0, 30, 31], [16, 16, 16], [200, 5, 5], [[1], [1], [2]], block_size=16)
     with monkeypatch.context() as m:
         checked = _Checked(m)
-        Simulator(kv_blocks=40, cost_model=LinearCostModel(), progress=False).run(wl)
+        Simulator(kv_tokens=40 * 16, cost_model=LinearCostModel()).run(wl, progress=False)
     assert checked.jump_checks > 0
 
 
@@ -467,8 +400,8 @@ def test_a_roofline_subclass_overriding_step_time_is_not_bypassed():
     base, twice = RooflineCostModel(), Twice()
     assert base._native_kernel() is base._kernel and twice._native_kernel() is None
     wl = Workload.from_requests([0.0], [512], [3], [[1, 2, 3]], block_size=16)
-    r0 = Simulator(kv_blocks=100, cost_model=base, progress=False).run(wl).requests.iloc[0]
-    r1 = Simulator(kv_blocks=100, cost_model=twice, progress=False).run(wl).requests.iloc[0]
+    r0 = Simulator(kv_tokens=100 * 16, cost_model=base).run(wl, progress=False).requests.iloc[0]
+    r1 = Simulator(kv_tokens=100 * 16, cost_model=twice).run(wl, progress=False).requests.iloc[0]
     assert r0.ttft_ms == base.step_time_ms(512, 512 * 513 // 2, 0, 0)
     assert r1.ttft_ms == 2 * r0.ttft_ms  # (doubling is exact in floating point)
     again = pickle.loads(pickle.dumps(base))

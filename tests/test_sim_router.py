@@ -4,20 +4,17 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from helpers import runner
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from inferasim import Workload
-from inferasim.sim import KvCostRouter, LinearCostModel, Simulator
+from inferasim.sim import KvCostRouter, LinearCostModel
 
 BS = 16
 
 
-def run(wl, **kw):
-    kw.setdefault("kv_blocks", 1000)
-    kw.setdefault("cost_model", LinearCostModel())
-    kw.setdefault("progress", False)
-    return Simulator(**kw).run(wl)
+run = runner(kv_tokens=1000 * BS, cost_model=LinearCostModel())
 
 
 def test_round_robin_and_random_are_deterministic():
@@ -89,7 +86,7 @@ def test_kv_cost_formula_by_hand():
     wl2 = Workload.from_requests([0, 20], [48, 48], [600, 2], [[1, 2, 3], [1, 2, 4]], block_size=BS)
     assert run(wl2, replicas=2, routing="kv_cost").requests["replica"].tolist() == [0, 1]
     # a heavy overlap weight prefers the warm replica despite its load: 8*1 + 4 < 8*3
-    res = run(wl2, replicas=2, routing="kv_cost", overlap_weight=8.0)
+    res = run(wl2, replicas=2, routing=KvCostRouter(overlap_weight=8.0))
     assert res.requests["replica"].tolist() == [0, 0]
 
 
@@ -97,11 +94,11 @@ def test_kv_cost_softmax_is_seeded():
     n = 60
     ids = [[i % 3, 100 + i] for i in range(n)]
     wl = Workload.from_requests(np.arange(n) * 7.0, [32] * n, [30] * n, ids, block_size=BS)
-    a = run(wl, replicas=3, routing="kv_cost", temperature=5.0, seed=1)
-    b = run(wl, replicas=3, routing="kv_cost", temperature=5.0, seed=1)
+    a = run(wl, replicas=3, routing=KvCostRouter(temperature=5.0), seed=1)
+    b = run(wl, replicas=3, routing=KvCostRouter(temperature=5.0), seed=1)
     assert a.requests.equals(b.requests)
     assert (
-        run(wl, replicas=3, routing="kv_cost", temperature=5.0, seed=2).requests["replica"].tolist()
+        run(wl, replicas=3, routing=KvCostRouter(temperature=5.0), seed=2).requests["replica"].tolist()
         != a.requests["replica"].tolist()
     )
 
@@ -154,7 +151,7 @@ def test_view_attributes():
     # third started: it computes token 50, so A holds ceil(51/16) = 4 blocks (blocks
     # 1,2,3 pinned in the cache plus one private). B (ids 1,2,4) can reuse 2 blocks.
     wl = Workload.from_requests([0, 20], [48, 48], [10, 2], [[1, 2, 3], [1, 2, 4]], block_size=BS)
-    run(wl, replicas=1, routing=router, kv_blocks=50)
+    run(wl, replicas=1, routing=router, kv_tokens=50 * BS)
     assert got == dict(
         index=0,
         queue=0,
@@ -193,12 +190,12 @@ def test_longest_match_collapses_when_every_request_shares_its_first_block():
     wl = Workload.from_requests([10.0 * i for i in range(n)], [96] * n, [50] * n, ids,
                                 block_size=32)
     cost = LinearCostModel(overhead_ms=5.0, prefill_token_ms=0.1, decode_seq_ms=1.0)
-    collapsed = Simulator(4, routing="longest_match", kv_blocks=400, cost_model=cost,
-                          progress=False).run(wl)
+    collapsed = Simulator(4, routing="longest_match", kv_tokens=400 * 32, cost_model=cost).run(
+        wl, progress=False)
     assert set(collapsed.requests["replica"]) == {0}
     assert collapsed.summary()["max_replica_share"] == 1.0
-    spread = Simulator(4, routing="kv_cost", kv_blocks=400, cost_model=cost,
-                       progress=False).run(wl)
+    spread = Simulator(4, routing="kv_cost", kv_tokens=400 * 32, cost_model=cost).run(
+        wl, progress=False)
     assert spread.requests["replica"].nunique() > 1
 
 

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import pandas as pd
 import pytest
+from helpers import runner
 
 from inferasim import Workload
-from inferasim.sim import LinearCostModel, Simulator, Tier
+from inferasim.sim import LinearCostModel, Simulator, Tier, Tiers
 
 BS = 16
 KVB = 1e5
@@ -20,10 +21,7 @@ COST = LinearCostModel(kv_bytes_per_token=KVB)
 BLOCK = BS * KVB  # bytes
 
 
-def run(wl: Workload, **kw):
-    kw.setdefault("cost_model", COST)
-    kw.setdefault("progress", False)
-    return Simulator(**kw).run(wl)
+run = runner(cost_model=COST)
 
 
 def dram(cap_blocks: int = 64, gbps: float = 10.0, latency_us: float = 0.0, **kw) -> Tier:
@@ -49,7 +47,7 @@ def test_one_dram_hit_exact_ttft(fast):
         [0, 100, 1000], [48, 64, 64], [1, 1, 1], [[1, 2, 3], [4, 5, 6, 7], [1, 2, 3, 8]],
         block_size=BS,
     )
-    res = run(wl, kv_blocks=4, tiers=[dram(latency_us=20.0)], fast=fast)
+    res = run(wl, kv_tokens=4 * BS, tiers=[dram(latency_us=20.0)], fast=fast)
     a, b, c = (res.requests.iloc[i] for i in range(3))
     assert a.ttft_ms == pytest.approx(7.4)
     assert b.ttft_ms == pytest.approx(8.2) and b.load_ms == 0.0
@@ -63,13 +61,13 @@ def test_one_dram_hit_exact_ttft(fast):
     assert rep.dram_bytes_written == 7 * BLOCK  # A's three, then B's four
     assert rep.dram_peak_tokens == 4 * BS
     s = res.summary()
-    assert s["dram_token_hit_ratio"] == pytest.approx(48 / 176)
+    assert res.tiers.loc["dram", "token_hit_ratio"] == pytest.approx(48 / 176)
     assert s["hbm_token_hit_ratio"] == 0.0
     assert s["token_hit_ratio"] == pytest.approx(48 / 176)
 
 
 def test_two_concurrent_loads_share_the_link():
-    # With write_through every computed block is also written to DRAM when its
+    # With write="through" every computed block is also written to DRAM when its
     # prefill ends, so the later HBM evictions of those blocks move no bytes.
     # HBM 8 blocks. A (t=0, ids 1-4) and B (t=100, ids 5-12, evicting A's blocks)
     # leave 1-4 only in DRAM. At t=1000, C (ids 1, 2, 13) and D (ids 3, 4, 14),
@@ -80,7 +78,7 @@ def test_two_concurrent_loads_share_the_link():
     ids = [[1, 2, 3, 4], list(range(5, 13)), [1, 2, 13], [3, 4, 14]]
     wl = Workload.from_requests([0, 100, 1000, 1000], [64, 128, 48, 48], [1] * 4, ids,
                                 block_size=BS)
-    res = run(wl, kv_blocks=8, tiers=[dram()], write_through=True)
+    res = run(wl, kv_tokens=8 * BS, tiers=[dram(write="through")])
     c, d = res.requests.iloc[2], res.requests.iloc[3]
     for r in (c, d):
         assert r.dram_hit_tokens == 32
@@ -89,7 +87,7 @@ def test_two_concurrent_loads_share_the_link():
     # Alone, C's load takes 0.32 ms and its 16 tokens 5.8 ms.
     alone = run(Workload.from_requests([0, 100, 1000], [64, 128, 48], [1] * 3, ids[:3],
                                        block_size=BS),
-                kv_blocks=8, tiers=[dram()], write_through=True).requests.iloc[2]
+                kv_tokens=8 * BS, tiers=[dram(write="through")]).requests.iloc[2]
     assert alone.load_ms == pytest.approx(0.32)
     assert alone.ttft_ms == pytest.approx(6.12)
     # bytes: write-through of A's 4, B's 8, and C's and D's computed blocks 13, 14
@@ -113,7 +111,7 @@ def test_block_evicted_by_one_replica_is_found_in_the_pool_by_another(fast):
                                 block_size=BS)
     pool = Tier("pool", 1000 * BS, read_gbps=10.0, write_gbps=10.0, latency_us=10.0,
                 shared=True)
-    res = run(wl, replicas=2, routing="round_robin", kv_blocks=4, tiers=[pool], fast=fast)
+    res = run(wl, replicas=2, routing="round_robin", kv_tokens=4 * BS, tiers=[pool], fast=fast)
     d = res.requests.iloc[3]
     assert d.replica == 1
     assert (d.hbm_hit_tokens, d.pool_hit_tokens) == (0, 48)
@@ -133,7 +131,7 @@ def test_block_evicted_by_one_replica_is_found_in_the_pool_by_another(fast):
     [(2.1, "faster", True), (1.9, "faster", False), (1.9, "always", True)],
 )
 def test_load_versus_recompute_at_the_crossover(gbps, policy, loads):
-    # HBM 2 blocks, write_through (so evictions move no bytes). A (ids 1, 2) then
+    # HBM 2 blocks, write="through" (so evictions move no bytes). A (ids 1, 2) then
     # B (ids 3, 4) leave block 1 only in DRAM. C (t=1000, ids 1, 9, 32 tokens) may
     # reuse (32 - 1) // 16 = 1 block. Recomputing it costs 0.05 * 16 = 0.8 ms more
     # prefill; loading 1.6 MB at g GB/s takes 1.6 / g ms: the crossover is 2 GB/s.
@@ -141,8 +139,8 @@ def test_load_versus_recompute_at_the_crossover(gbps, policy, loads):
     # (0.842 ms) it recomputes: TTFT = 5 + 0.05 * 32 = 6.6; "always" loads anyway.
     ids = [[1, 2], [3, 4], [1, 9]]
     wl = Workload.from_requests([0, 100, 1000], [32, 32, 32], [1] * 3, ids, block_size=BS)
-    tier = Tier("dram", 64 * BS, read_gbps=gbps, write_gbps=10.0)
-    res = run(wl, kv_blocks=2, tiers=[tier], write_through=True, load_policy=policy)
+    tier = Tier("dram", 64 * BS, read_gbps=gbps, write_gbps=10.0, write="through")
+    res = run(wl, kv_tokens=2 * BS, tiers=Tiers([tier], load_policy=policy))
     c = res.requests.iloc[2]
     if loads:
         assert (c.dram_hit_tokens, c.computed_prefill_tokens) == (16, 16)
@@ -174,7 +172,7 @@ COMMON = [
 
 def test_zero_capacity_tiers_change_nothing():
     wl = _busy_workload()
-    kw = dict(replicas=2, routing="kv_cost", kv_blocks=12)
+    kw = dict(replicas=2, routing="kv_cost", kv_tokens=12 * BS)
     base = run(wl, **kw)
     tiers = [dram(cap_blocks=0), Tier("pool", 15, 5.0, 5.0, shared=True)]  # < 1 block each
     zero = run(wl, **kw, tiers=tiers)
@@ -190,7 +188,7 @@ def test_zero_capacity_tiers_change_nothing():
 
 def test_tiers_find_more_and_hit_columns_add_up():
     wl = _busy_workload()
-    kw = dict(replicas=2, routing="kv_cost", kv_blocks=12)
+    kw = dict(replicas=2, routing="kv_cost", kv_tokens=12 * BS)
     base = run(wl, **kw)
     res = run(wl, **kw, tiers=[dram(cap_blocks=8), Tier("pool", 64 * BS, 5.0, 5.0, shared=True)])
     req = res.requests
@@ -202,10 +200,9 @@ def test_tiers_find_more_and_hit_columns_add_up():
     waited = (req["load_ms"] > 0) & (req["preemptions"] == 0)
     assert waited.any()
     assert (req.loc[waited, ["dram_hit_tokens", "pool_hit_tokens"]].sum(axis=1) > 0).all()
-    s = res.summary()
-    assert s["hbm_token_hit_ratio"] + s["dram_token_hit_ratio"] + s["pool_token_hit_ratio"] == (
-        pytest.approx(s["token_hit_ratio"])
-    )
+    s, hits = res.summary(), res.tiers["token_hit_ratio"]
+    assert hits["hbm"] == s["hbm_token_hit_ratio"]
+    assert hits["hbm"] + hits["dram"] + hits["pool"] == pytest.approx(s["token_hit_ratio"])
 
 
 def test_bad_tier_input():
@@ -221,13 +218,13 @@ def test_bad_tier_input():
         Tier("dram", 10, 1.0, 1.0, eviction="fifo")
     wl = _busy_workload()
     with pytest.raises(ValueError, match="twice"):
-        run(wl, kv_blocks=12, tiers=[dram(), dram()])
+        run(wl, kv_tokens=12 * BS, tiers=[dram(), dram()])
     with pytest.raises(TypeError, match="Tier"):
-        run(wl, kv_blocks=12, tiers=["dram"])
+        run(wl, kv_tokens=12 * BS, tiers=["dram"])
     with pytest.raises(ValueError, match="load_policy"):
-        run(wl, kv_blocks=12, tiers=[dram()], load_policy="sometimes")
+        run(wl, kv_tokens=12 * BS, tiers=Tiers([dram()], load_policy="sometimes"))
     with pytest.raises(ValueError, match="kv_bytes_per_token"):
-        run(wl, kv_blocks=12, tiers=[dram()], cost_model=LinearCostModel())
+        run(wl, kv_tokens=12 * BS, tiers=[dram()], cost_model=LinearCostModel())
     with pytest.raises(ValueError, match="kv_bytes_per_token"):
         LinearCostModel(kv_bytes_per_token=0)
 
@@ -236,8 +233,8 @@ def test_roofline_knows_its_kv_bytes():
     from inferasim.sim import RooflineCostModel
 
     wl = _busy_workload()
-    res = Simulator(kv_blocks=12, tiers=[dram()], progress=False,
-                    cost_model=RooflineCostModel()).run(wl)
+    res = Simulator(kv_tokens=12 * BS, tiers=[dram()], cost_model=RooflineCostModel()).run(
+        wl, progress=False)
     # Llama-3.1-8B: 131072 bytes per token
     rep = res.replicas.iloc[0]
     assert rep.dram_bytes_written % (131072 * BS) == 0 and rep.dram_bytes_written > 0

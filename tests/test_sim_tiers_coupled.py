@@ -12,25 +12,23 @@ timeline).
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pandas as pd
 import pytest
-from hypothesis import HealthCheck, Phase, given, settings
+from helpers import assert_same, hypothesis_settings, simulate
+from hypothesis import given
 from hypothesis import strategies as st
 
 from conftest import draw_tiers, examples, family_workload
 from inferasim import Workload
-from inferasim.sim import LinearCostModel, Simulator, Tier
+from inferasim.sim import EngineConfig, LinearCostModel, Tier, Tiers
 from inferasim.sim import scheduler as sched_mod
 from inferasim.sim import tiers as tiers_mod
 
 # (no shrinking: a failing case of these multi-replica runs takes minutes to shrink)
-SETTINGS = settings(
-    max_examples=examples(60),
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
-    phases=(Phase.explicit, Phase.reuse, Phase.generate),
-)
+SETTINGS = hypothesis_settings(examples(60), slow=True, fixtures=True, shrink=False)
 
 
 def _workload(seed: int, n: int, gaps: list[float]) -> Workload:
@@ -55,27 +53,36 @@ def loading_configs(draw) -> dict:
     tiers = draw_tiers(draw, gbps, lat, dram=120, ssd=200, pool=400)
     max_num_seqs = draw(st.integers(2, 16))
     both = any(t.shared for t in tiers) and not all(t.shared for t in tiers)
-    return dict(
-        replicas=draw(st.integers(1, 4)),
-        routing=draw(
-            st.sampled_from(["kv_cost", "cache_aware", "round_robin", "least_loaded", "conductor"])
-        ),
-        kv_blocks=draw(st.integers(12, 60)),
-        max_num_seqs=max_num_seqs,
-        max_batched_tokens=draw(st.integers(max(max_num_seqs, 16), 64)),
-        cost_model=LinearCostModel(
-            overhead_ms=draw(st.sampled_from([0.3, 1.0])),
-            prefill_token_ms=draw(st.sampled_from([0.2, 0.5])),
-            decode_seq_ms=draw(st.sampled_from([0.05, 0.1, 0.7])),
-            decode_context_ms=draw(st.sampled_from([0.0, 0.003])),
-            kv_bytes_per_token=draw(st.sampled_from([1e4, 1e5])),
-        ),
-        tiers=tiers,
-        write_through=draw(st.booleans()),
+    replicas = draw(st.integers(1, 4))
+    routing = draw(
+        st.sampled_from(["kv_cost", "cache_aware", "round_robin", "least_loaded", "conductor"])
+    )
+    kv_blocks = draw(st.integers(12, 60))  # of the workload's 4 tokens (helpers.simulate)
+    engine = EngineConfig(
+        max_num_seqs=max_num_seqs, max_batched_tokens=draw(st.integers(max(max_num_seqs, 16), 64))
+    )
+    cost_model = LinearCostModel(
+        overhead_ms=draw(st.sampled_from([0.3, 1.0])),
+        prefill_token_ms=draw(st.sampled_from([0.2, 0.5])),
+        decode_seq_ms=draw(st.sampled_from([0.05, 0.1, 0.7])),
+        decode_context_ms=draw(st.sampled_from([0.0, 0.003])),
+        kv_bytes_per_token=draw(st.sampled_from([1e4, 1e5])),
+    )
+    if draw(st.booleans()):  # write-through to the first tier
+        tiers[0] = replace(tiers[0], write="through")
+    stack = Tiers(
+        tiers,
         load_policy=draw(st.sampled_from(["faster", "always"])),
         replicate_hot_blocks=draw(st.sampled_from([None, 0, 1])) if both else None,
+    )
+    return dict(
+        replicas=replicas,
+        routing=routing,
+        kv_blocks=kv_blocks,
+        engine=engine,
+        cost_model=cost_model,
+        tiers=stack,
         timeline_ms=draw(st.sampled_from([None, 0.7, 5.0])),
-        progress=False,
     )
 
 
@@ -115,13 +122,11 @@ class _PoolOrder:
 def test_jump_with_loads_in_flight_equals_plain_loop(monkeypatch, wl, cfg):
     with monkeypatch.context() as m:
         order = _PoolOrder(m)
-        fast = Simulator(**cfg, fast=True).run(wl)
+        fast = simulate(wl, **cfg, fast=True)
     # the lazy lockstep keeps the shared tier's reads and writes in global time order
     assert order.times == sorted(order.times)
-    plain = Simulator(**cfg, fast=False).run(wl)
-    pd.testing.assert_frame_equal(fast.requests, plain.requests, check_exact=True)
-    pd.testing.assert_frame_equal(fast.replicas, plain.replicas, check_exact=True)
-    pd.testing.assert_frame_equal(fast.timeline, plain.timeline, check_exact=True)
+    plain = simulate(wl, **cfg, fast=False)
+    assert_same(fast, plain)
 
 
 
@@ -141,12 +146,13 @@ _IDS = [[0, 1, 2, 3, 4, 10005, 10006, 10007, 10008, 10009, 10010], [200, 201, 20
 def test_a_waiting_request_sees_the_links_drain_at_every_step():
     wl = Workload.from_requests(_ARRIVAL, _PROMPT, _OUTPUT, _IDS, block_size=4)
     cfg = dict(
-        replicas=1, routing="cache_aware", kv_blocks=32, max_num_seqs=5, max_batched_tokens=33,
+        replicas=1, routing="cache_aware", kv_tokens=32 * 4,
+        engine=EngineConfig(max_num_seqs=5, max_batched_tokens=33),
         cost_model=LinearCostModel(overhead_ms=1.0, prefill_token_ms=0.2, decode_seq_ms=0.1,
                                    decode_context_ms=0.003, kv_bytes_per_token=1e5),
         tiers=[Tier("ssd", 106, read_gbps=0.5, write_gbps=0.2)],
-        timeline_ms=0.7, progress=False,
+        timeline_ms=0.7,
     )
-    fast = Simulator(**cfg, fast=True).run(wl).requests
-    plain = Simulator(**cfg, fast=False).run(wl).requests
+    fast = simulate(wl, **cfg, fast=True).requests
+    plain = simulate(wl, **cfg, fast=False).requests
     pd.testing.assert_frame_equal(fast, plain, check_exact=True)

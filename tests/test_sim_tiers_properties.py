@@ -14,31 +14,36 @@
 from __future__ import annotations
 
 from collections import OrderedDict
+from dataclasses import replace
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, Phase, given, settings
+from helpers import (
+    assert_same,
+    busy_workloads,
+    hypothesis_settings,
+    sim_configs,
+    sim_workloads,
+    simulate,
+)
+from hypothesis import given
 from hypothesis import strategies as st
-from test_sim_properties import assert_same, busy_workloads, configs, workloads
 
 from conftest import draw_tiers
 from inferasim import Workload
 from inferasim.reuse import tiered_hit_rate
-from inferasim.sim import LinearCostModel, Simulator, Tier
+from inferasim.sim import Disaggregated, EngineConfig, LinearCostModel, Simulator, Tier, Tiers
 from inferasim.sim import cache as cache_mod
 from inferasim.sim import scheduler as sched_mod
 from inferasim.sim.router import ConductorRouter
 
 # (no shrinking: a failing case of these multi-replica runs takes minutes to shrink)
-PHASES = (Phase.explicit, Phase.reuse, Phase.generate)
-SETTINGS = settings(
-    max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow], phases=PHASES
-)
+SETTINGS = hypothesis_settings(50, slow=True, shrink=False)
 
 
 @st.composite
 def tier_configs(draw) -> dict:
-    cfg = draw(configs())
+    cfg = draw(sim_configs())
     cost = cfg["cost_model"]
     cfg["cost_model"] = LinearCostModel(
         overhead_ms=cost.overhead_ms,
@@ -50,17 +55,18 @@ def tier_configs(draw) -> dict:
     )
     gbps = st.sampled_from([0.5, 2.0, 20.0])
     lat = st.sampled_from([0.0, 50.0])
-    cfg["tiers"] = draw_tiers(draw, gbps, lat, dram=200, ssd=400, pool=600)
-    cfg["write_through"] = draw(st.booleans())
-    cfg["load_policy"] = draw(st.sampled_from(["faster", "always"]))
+    tiers = draw_tiers(draw, gbps, lat, dram=200, ssd=400, pool=600)
+    if draw(st.booleans()):  # write-through to the first tier
+        tiers[0] = replace(tiers[0], write="through")
+    cfg["tiers"] = Tiers(tiers, load_policy=draw(st.sampled_from(["faster", "always"])))
     return cfg
 
 
 @SETTINGS
-@given(wl=st.one_of(workloads(), busy_workloads()), cfg=tier_configs())
+@given(wl=st.one_of(sim_workloads(), busy_workloads()), cfg=tier_configs())
 def test_jump_equals_plain_loop_with_tiers(wl, cfg):
-    fast = Simulator(**cfg, fast=True).run(wl)
-    plain = Simulator(**cfg, fast=False).run(wl)
+    fast = simulate(wl, **cfg, fast=True)
+    plain = simulate(wl, **cfg, fast=False)
     assert_same(fast, plain)
 
 
@@ -105,17 +111,12 @@ class _Checked:
 
 
 @pytest.mark.instrumented  # wraps the core's methods: see tests/test_native.py
-@settings(
-    max_examples=40,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
-    phases=PHASES,
-)
-@given(wl=st.one_of(workloads(), busy_workloads()), cfg=tier_configs(), fast=st.booleans())
+@hypothesis_settings(40, slow=True, fixtures=True, shrink=False)
+@given(wl=st.one_of(sim_workloads(), busy_workloads()), cfg=tier_configs(), fast=st.booleans())
 def test_invariants_with_tiers(monkeypatch, wl, cfg, fast):
     with monkeypatch.context() as m:
         checked = _Checked(m)
-        res = Simulator(**cfg, fast=fast).run(wl)
+        res = simulate(wl, **cfg, fast=fast)
     assert checked.evicted == res.replicas["evictions"].sum()
     req = res.requests
     assert req["request_id"].tolist() == list(range(len(wl)))
@@ -144,9 +145,9 @@ def test_invariants_with_tiers(monkeypatch, wl, cfg, fast):
         assert (res.timeline[f"{t.name}_tokens"] >= 0).all()
 
 
-@settings(max_examples=40, deadline=None, phases=PHASES)
+@hypothesis_settings(40, shrink=False)
 @given(
-    wl=st.one_of(workloads(), busy_workloads()),
+    wl=st.one_of(sim_workloads(), busy_workloads()),
     cfg=tier_configs(),
     policy=st.sampled_from(["kv_cost", "cache_aware"]),
 )
@@ -154,21 +155,21 @@ def test_tier_aware_router_fast_paths_equal_the_view_paths(wl, cfg, policy):
     from inferasim.sim.engine import tier_savings
     from inferasim.sim.router import make_router
 
-    cfg = {**cfg, "temperature": 0.0, "replicas": max(cfg["replicas"], 2)}
-    inner = make_router(policy, overlap_weight=1.0, block_size=wl.block_size)
+    cfg = {**cfg, "replicas": max(cfg["replicas"], 2)}
+    inner = make_router(policy, block_size=wl.block_size)
     inner.reset(cfg["replicas"], 0)
     tiers = cfg["tiers"]
     if any(t.capacity_tokens >= wl.block_size for t in tiers):
         inner.tier_saving = tier_savings(
-            cfg["cost_model"], tuple(tiers), wl.block_size, cfg["max_batched_tokens"],
+            cfg["cost_model"], tuple(tiers), wl.block_size, cfg["engine"].max_batched_tokens,
             cfg["cost_model"].kv_bytes_per_token,
         )
 
     def via_views(request, replicas):
         return inner(request, replicas)
 
-    fast = Simulator(**{**cfg, "routing": policy}).run(wl)
-    slow = Simulator(**{**cfg, "routing": via_views}).run(wl)
+    fast = simulate(wl, **{**cfg, "routing": policy})
+    slow = simulate(wl, **{**cfg, "routing": via_views})
     assert_same(fast, slow)
 
 
@@ -189,9 +190,9 @@ class _BothConductor(ConductorRouter):
         return slow
 
 
-@settings(max_examples=40, deadline=None, phases=PHASES)
+@hypothesis_settings(40, shrink=False)
 @given(
-    wl=st.one_of(workloads(), busy_workloads()),
+    wl=st.one_of(sim_workloads(), busy_workloads()),
     cfg=tier_configs(),
     split=st.sampled_from([None, (1, 1), (2, 1), (3, 2)]),
     layerwise=st.booleans(),
@@ -200,13 +201,11 @@ def test_conductor_fast_path_equals_the_view_path(wl, cfg, split, layerwise):
     # private tiers (per-replica tier_match), a shared pool alone (the shared-tier lookup
     # done once per request) or tiers too small to hold a block (none), on aggregated and
     # disaggregated fleets (handoff estimates on the prefill instances' links)
-    cfg = {**cfg, "temperature": 0.0}
     if split is not None:
-        del cfg["replicas"]
-        cfg.update(prefill_replicas=split[0], decode_replicas=split[1], layerwise=layerwise)
+        cfg["replicas"] = Disaggregated(split[0], split[1], layerwise=layerwise)
     router = _BothConductor()
-    fast = Simulator(**{**cfg, "routing": "conductor"}).run(wl)
-    slow = Simulator(**{**cfg, "routing": router}).run(wl)
+    fast = simulate(wl, **{**cfg, "routing": "conductor"})
+    slow = simulate(wl, **{**cfg, "routing": router})
     assert_same(fast, slow)
     assert router.calls == int((fast.requests["replica"] >= 0).sum())
 
@@ -312,16 +311,14 @@ def limit_run(wl: Workload, c1: int, c2: int):
     bs = wl.block_size
     dram = Tier("dram", c2 * bs, read_gbps=1.0, write_gbps=1.0, latency_us=5.0)
     return Simulator(
-        kv_blocks=c1,
-        tiers=[dram],
-        load_policy="always",
-        max_batched_tokens=max(int(wl.input_len.max()), 256),
+        kv_tokens=c1 * bs,
+        tiers=Tiers([dram], load_policy="always"),
+        engine=EngineConfig(max_batched_tokens=max(int(wl.input_len.max()), 256)),
         cost_model=LinearCostModel(kv_bytes_per_token=1000.0),
-        progress=False,
-    ).run(wl)
+    ).run(wl, progress=False)
 
 
-@settings(max_examples=60, deadline=None)
+@hypothesis_settings(60)
 @given(wl=limit_workloads(), c1=st.integers(8, 14), c2=st.integers(0, 20))
 def test_single_replica_spaced_requests_equal_exclusive_lru_replay(wl, c1, c2):
     res = limit_run(wl, c1, c2)
@@ -330,13 +327,13 @@ def test_single_replica_spaced_requests_equal_exclusive_lru_replay(wl, c1, c2):
     hbm, dram = exclusive_lru_replay(wl, c1, c2)
     assert int(req["hbm_hit_tokens"].sum()) == hbm
     assert int(req["dram_hit_tokens"].sum()) == dram
-    s = res.summary()
+    hits = res.tiers["token_hit_ratio"]
     total = float(wl.input_len.sum())
-    assert s["dram_token_hit_ratio"] == pytest.approx(dram / total, rel=1e-12)
+    assert hits["dram"] == pytest.approx(dram / total, rel=1e-12)
     # and the reuse analysis' one-pass tiered curve (stack distances, no timing)
     tiered = tiered_hit_rate(wl, [c1, c2])
     assert tiered["token_hit_ratio"].tolist() == pytest.approx(
-        [s["hbm_token_hit_ratio"], s["dram_token_hit_ratio"]], rel=1e-12, abs=1e-15
+        [hits["hbm"], hits["dram"]], rel=1e-12, abs=1e-15
     )
 
 
@@ -357,8 +354,8 @@ def test_limit_on_the_conversation_trace(conversation_path):
     assert dram > 0
     assert int(res.requests["hbm_hit_tokens"].sum()) == hbm
     assert int(res.requests["dram_hit_tokens"].sum()) == dram
-    s = res.summary()
+    hits = res.tiers["token_hit_ratio"]
     tiered = tiered_hit_rate(wl, [400, 2000])
     assert tiered["token_hit_ratio"].tolist() == pytest.approx(
-        [s["hbm_token_hit_ratio"], s["dram_token_hit_ratio"]], rel=1e-12
+        [hits["hbm"], hits["dram"]], rel=1e-12
     )

@@ -71,8 +71,8 @@ def test_rows_in_grid_order_with_configuration_columns(serial):
     for col in ("ttft_ms_p99", "tpot_ms_p50", "e2e_ms_p90", "token_hit_ratio",
                 "throughput_rps", "gpus", "input_tok_s"):
         assert col in serial.columns
-    # goodput needs an SLO: without one the summary (and so the sweep) has none
-    assert "goodput_rps" not in serial.columns and "slo_attainment" not in serial.columns
+    # goodput needs an SLO: without one the summary (and so the sweep) has NaN
+    assert serial["goodput_rps"].isna().all() and serial["slo_attainment"].isna().all()
     assert serial["gpus"].tolist() == serial["replicas"].tolist()
 
 
@@ -81,15 +81,16 @@ def test_each_row_equals_a_direct_simulation(wl, serial):
     # compare its summary with the row.
     for row in serial.iloc[[0, 3, 7, 10]].itertuples():
         sim = ism.Simulator(replicas=row.replicas, routing=row.routing, cost_model=COST,
-                            seed=row.seed, progress=False)
-        s = sim.run(wl.scale_time(row.scale_time)).summary()
+                            seed=row.seed)
+        s = sim.run(wl.scale_time(row.scale_time), progress=False).summary()
         got = serial.loc[row.Index, list(s.index)]
         for k in s.index:
             if isinstance(s[k], float) and math.isnan(s[k]):
                 assert math.isnan(got[k]), k
             else:
                 assert got[k] == s[k], k
-        fin = sim.run(wl.scale_time(row.scale_time)).requests.query("status == 'finished'")
+        fin = sim.run(wl.scale_time(row.scale_time), progress=False).requests.query(
+            "status == 'finished'")
         assert serial.loc[row.Index, "input_tok_s"] == pytest.approx(
             fin["input_len"].sum() / s["duration_s"]
         )
@@ -324,3 +325,94 @@ def test_tier_grid_gives_hit_ratios_by_tier():
     assert with_tier["token_hit_ratio"] > df.iloc[0]["token_hit_ratio"]
     # the tier list is part of the configuration: different seeds and keys
     assert df["key"].nunique() == 2 and df["seed"].nunique() == 2
+
+
+# ------------------------------------------------ nested keys and run options
+
+
+def test_nested_keys_equal_the_objects_they_describe(wl):
+    # engine__max_num_seqs / routing__overlap_weight set on a fresh Simulator()
+    # give the frames of a Simulator built with the objects by hand
+    grid = {"cost_model": [COST], "replicas": [2], "engine__max_num_seqs": [2],
+            "routing__overlap_weight": [0.0, 4.0]}
+    df = ism.sweep(wl, grid, progress=False)
+    assert df["error"].isna().all()
+    assert df["routing__overlap_weight"].tolist() == [0.0, 4.0]
+    for row in df.itertuples():
+        sim = ism.Simulator(replicas=2, cost_model=COST, seed=row.seed,
+                            engine=ism.EngineConfig(max_num_seqs=2),
+                            routing=ism.sim.KvCostRouter(overlap_weight=row.routing__overlap_weight))
+        s = sim.run(wl, progress=False).summary()
+        assert df.loc[row.Index, "ttft_ms_p99"] == s["ttft_ms_p99"]
+        assert df.loc[row.Index, "preemptions"] == s["preemptions"]
+    # the weight matters here (else the comparison above could not fail)
+    assert df["ttft_ms_p99"].nunique() == 2
+
+
+def test_a_disaggregated_fleet_by_nested_keys(wl):
+    cost = ism.LinearCostModel(kv_blocks=48, kv_bytes_per_token=1024)
+    grid = {"cost_model": [cost], "replicas": [ism.Disaggregated(1, 1)],
+            "replicas__decode": [1, 2]}
+    df = ism.sweep(wl.head(60), grid, progress=False)
+    assert df["error"].isna().all() and df["gpus"].tolist() == [2, 3]
+
+
+def test_grid_objects_are_never_changed(wl):
+    # a run tells a KvCostRouter the workload's block size (16 here): the sweep's
+    # runs do so on copies, never on the router in the grid, with a nested key
+    # (set_params copies) or without (each run deep-copies its simulator)
+    wl16 = ism.Workload.from_synthetic(40, rate=30.0, input_len=256, output_len=4,
+                                       num_prefixes=2, prefix_len=128, block_size=16, seed=1)
+    router = ism.sim.KvCostRouter(overlap_weight=2.0, temperature=1.0)
+    for grid in ({"routing": [router], "routing__temperature": [0.0]}, {"routing": [router]}):
+        df = ism.sweep(wl16, {"cost_model": [COST], **grid}, progress=False)
+        assert df["error"].isna().all()
+        assert (router.block_size, router.temperature) == (512, 1.0)
+    # a router is known by its parameters (a stable label, store key and seed)
+    assert df["routing"].tolist() == [
+        "KvCostRouter(overlap_weight=2.0, temperature=1.0, block_size=512)"
+    ]
+
+
+def test_run_options_in_run_and_in_the_grid_agree(wl):
+    sessions = ism.Workload.from_synthetic(60, rate=5.0, input_len=512, output_len=8,
+                                           num_turns=3, think_time_ms=2000, seed=1)
+    grid = {"cost_model": [COST], "replicas": [1]}
+    by_run = ism.sweep(sessions, grid, run={"closed_loop": True, "think_time": 500.0},
+                       progress=False)
+    by_grid = ism.sweep(sessions, {**grid, "closed_loop": [True], "think_time": [500.0]},
+                        progress=False)
+    frames_equal(by_run, by_grid)
+    assert by_run["closed_loop"].tolist() == [True]
+    direct = ism.Simulator(cost_model=COST, seed=int(by_run["seed"].iloc[0])).run(
+        sessions, closed_loop=True, think_time=500.0, progress=False).summary()
+    assert by_run["session_ms_mean"].iloc[0] == direct["session_ms_mean"]
+    assert by_run["arrival_shift_ms_mean"].iloc[0] == direct["arrival_shift_ms_mean"]
+    # an open loop has no sessions to report
+    assert ism.sweep(sessions, grid, progress=False)["sessions"].isna().all()
+
+
+@pytest.mark.parametrize(
+    "grid, run, message",
+    [
+        ({"replicas": [1]}, {"progress": False}, "run= sets 'progress'"),
+        ({"replicas": [1]}, {"replicas": 2}, "run= takes options of Simulator.run"),
+        ({"replicas": [1], "closed_loop": [True]}, {"closed_loop": True}, "both set"),
+        ({"engine__max_seqs": [1]}, None, "EngineConfig has no parameter 'max_seqs'"),
+        ({"routing": ["round_robin"], "routing__overlap_weight": [2.0]}, None,
+         "grid configuration 0: RoundRobinRouter has no parameter 'overlap_weight'"),
+        ({"closed_loop__x": [1]}, None, "unknown Simulator parameter"),
+    ],
+)
+def test_bad_nested_keys_and_run_options_are_named(wl, grid, run, message):
+    with pytest.raises(ValueError, match=message):
+        ism.sweep(wl, grid, run=run, progress=False)
+
+
+def test_run_options_are_the_keywords_of_simulator_run():
+    import inspect
+
+    from inferasim._run_options import RUN_OPTIONS
+
+    params = inspect.signature(ism.Simulator.run).parameters
+    assert set(RUN_OPTIONS) == {n for n, p in params.items() if p.kind is p.KEYWORD_ONLY}

@@ -63,12 +63,12 @@ def test_dask_frame_equals_in_process(client, wl, serial):
 def test_dask_failing_configuration_gives_an_error_row(client, wl):
     grid = [
         {"replicas": 2, "cost_model": COST},
-        {"replicas": 2, "cost_model": COST, "max_batched_tokens": 1},  # < max_num_seqs
+        {"replicas": 2, "cost_model": COST, "engine__max_batched_tokens": 1},  # < max_num_seqs
         {"replicas": 1, "cost_model": COST},
     ]
     df = ism.sweep(wl, grid, executor=client, progress=False)
     assert df["error"].isna().tolist() == [True, False, True]
-    assert "max_batched_tokens (1) must be >= max_num_seqs" in df["error"].iloc[1]
+    assert "engine.max_batched_tokens (1) must be >= engine.max_num_seqs" in df["error"].iloc[1]
     frames_equal(df, ism.sweep(wl, grid, progress=False))
 
 

@@ -149,7 +149,7 @@ def test_load_scale_compresses_arrivals(workloads):
 
 def test_cache_capacity_reaches_the_simulator(workloads):
     w = cache_sizing(workloads, capacity_tokens=2e5)
-    assert w.settings()["kv_blocks"] == int(2e5 // 512)
+    assert w.settings()["kv_tokens"] == int(2e5 // 512) * 512  # whole blocks
 
 
 def test_bad_arguments_are_named(workloads):
@@ -196,8 +196,8 @@ def test_a_3e6_capacity_stays_3e6(workloads):
     slider = w.controls["capacity"]
     assert slider.value == 3e6 and w.capacity_tokens == 3_000_000.0
     assert slider.label == "3M"  # what the slider shows
-    # 3,000,000 // 512 = 5,859 blocks (5,859 * 512 = 2,999,808)
-    assert w.settings()["kv_blocks"] == 5859
+    # 3,000,000 // 512 = 5,859 blocks: 5,859 * 512 = 2,999,808 tokens
+    assert w.settings()["kv_tokens"] == 5859 * 512
     assert "3,000,000</b> tokens" in w.readout.value and "5,859 blocks" in w.readout.value
     # Every stop of the slider is a round number: mantissa in CAPACITY_STEPS.
     for value in capacity_options():
@@ -320,9 +320,11 @@ def test_tiered_simulation_splits_hits_by_tier_and_compares_with_hbm_only(worklo
     res = w.simulate()
     s, b = res.summary(), w.baseline.summary()
     assert [t.name for t in w.tiers()] == ["dram", "pool"]
-    parts = s["hbm_token_hit_ratio"] + s["dram_token_hit_ratio"] + s["pool_token_hit_ratio"]
+    hits = res.tiers["token_hit_ratio"]
+    assert hits["hbm"] == s["hbm_token_hit_ratio"]
+    parts = hits["hbm"] + hits["dram"] + hits["pool"]
     assert parts == pytest.approx(s["token_hit_ratio"], abs=1e-12)
-    assert "dram_token_hit_ratio" not in b.index  # the baseline has HBM only
+    assert w.baseline.tiers.index.tolist() == ["hbm"]  # the baseline has HBM only
     assert s["token_hit_ratio"] >= b["token_hit_ratio"]  # more cache never hurts here
     text = w.sim_text()
     assert f"<b>{s['token_hit_ratio']:.1%}</b>" in text and f"<b>{b['token_hit_ratio']:.1%}</b>" in text

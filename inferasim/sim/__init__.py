@@ -6,8 +6,9 @@
 What is modelled
 ----------------
 * Identical replicas, each a vLLM-v1-style continuous-batching scheduler
-  (:mod:`inferasim.sim.scheduler`): FCFS queue, chunked prefill within
-  ``max_batched_tokens``, at most ``max_num_seqs`` running, KV blocks
+  (:mod:`inferasim.sim.scheduler`; settings in :class:`EngineConfig`): FCFS
+  queue, chunked prefill within ``max_batched_tokens``, at most
+  ``max_num_seqs`` running, KV blocks
   allocated per scheduled chunk or decode token, preemption (by recompute)
   of the most recently admitted sequence when memory runs out.
 * A prefix cache per replica (:mod:`inferasim.sim.cache`) sharing the KV
@@ -19,9 +20,10 @@ What is modelled
 * Routing at arrival on the replicas' exact state (:mod:`inferasim.sim.router`),
   including Mooncake's KV-centric ``"conductor"`` (smallest estimated TTFT).
 * Admission at arrival (:mod:`inferasim.sim.admission`): admit all, or
-  reject early what would miss its TTFT/TPOT objective (``admission="slo"``).
-* Prefill/decode disaggregation (``Simulator(prefill_replicas=P,
-  decode_replicas=D)``, :func:`inferasim.sim.engine.simulate_disaggregated`):
+  reject early what would miss its TTFT/TPOT objective
+  (``admission=SloAdmission(ttft_ms=..., tpot_ms=...)``).
+* Prefill/decode disaggregation (``Simulator(replicas=Disaggregated(prefill=P,
+  decode=D))``, :func:`inferasim.sim.engine.simulate_disaggregated`):
   prefill instances (with their own caches and tiers) sample the first
   token and hand the prompt's KV to a decode instance over a link; the
   decode instance reserves the memory before the transfer, and while no
@@ -41,8 +43,9 @@ KV tiers behind HBM (``Simulator(tiers=[Tier(...), ...])``)
   block is inert: the run equals one without it.
 * **Offload.** A full hashed block evicted from HBM is written to the first
   tier; a tier evicts its least recently used block to the next tier, the
-  last one drops it. With ``write_through=True`` a block is also written to
-  the first tier when the prefill step computing it ends.
+  last one drops it. With ``write="through"`` on the first tier
+  (``Tier(..., write="through")``) a block is also written to it when the
+  prefill step computing it ends.
 * **Exclusive or not.** A replica's own tiers are *exclusive*: a block is
   moved, not copied (down on eviction, up on a load, leaving the tier when
   the load starts; a load cancelled by preemption loses its blocks). A
@@ -61,9 +64,9 @@ KV tiers behind HBM (``Simulator(tiers=[Tier(...), ...])``)
   are pinned in place; the others are loaded when the load (estimated on
   the links as they are, processor sharing included) ends sooner than
   recomputing them from the first loaded block would take (the cost model's
-  marginal prefill time), or always with ``load_policy="always"``; else the
+  marginal prefill time), or always with ``Tiers([...], load_policy="always")``; else the
   run stops at the first lower-tier block (all or nothing per request).
-* **Hot blocks.** With ``replicate_hot_blocks=k`` a block loaded from a
+* **Hot blocks.** With ``Tiers([...], replicate_hot_blocks=k)`` a block loaded from a
   shared tier more than ``k`` times (fleet-wide) is also copied into the
   reading replica's first own tier (DRAM) when the load starts (bytes on
   that tier's link, like an offload write; no step waits), and replicas
@@ -96,7 +99,8 @@ KV tiers behind HBM (``Simulator(tiers=[Tier(...), ...])``)
 * **Results.** ``hbm_hit_tokens``, ``<tier>_hit_tokens`` (first admission;
   they add up to ``cached_tokens``) and ``load_ms`` per request; bytes read
   and written and peak occupancy per replica and tier; tier occupancy in
-  the timeline; ``<tier>_token_hit_ratio`` in the summary.
+  the timeline; ``hbm_token_hit_ratio`` and ``tier_token_hit_ratio`` in the
+  summary, one row per tier (hit ratio, bytes) in :attr:`SimResult.tiers`.
   ``busy_fraction`` counts time with requests on the replica, waiting for
   loads included.
 
@@ -117,7 +121,7 @@ Statuses
 --------
 ``"finished"``, or ``"rejected"`` with a ``reason`` when a request can
 never fit in a replica's KV memory (``ceil((input_len + output_len - 1) /
-block_size) > kv_blocks``), has an empty prompt, or was turned away by the
+block_size) > kv_tokens // block_size``), has an empty prompt, or was turned away by the
 admission policy. Rejected requests are not served (``replica`` -1) and
 consume no KV memory and no GPU time. There is no time horizon: every
 accepted request finishes.
@@ -126,8 +130,8 @@ Examples
 --------
 >>> import inferasim as ism
 >>> wl = ism.Workload.from_requests([0, 1], [600, 600], [4, 4], [[1, 2], [1, 3]])
->>> res = ism.Simulator(replicas=2, routing="round_robin", kv_blocks=32,
-...                     cost_model=ism.LinearCostModel(), progress=False).run(wl)
+>>> res = ism.Simulator(replicas=2, routing="round_robin", kv_tokens=32 * 512,
+...                     cost_model=ism.LinearCostModel()).run(wl, progress=False)
 >>> res.requests["replica"].tolist()
 [0, 1]
 """

@@ -1,6 +1,6 @@
 """Closed-loop sessions: which request waits for which, and how long users think.
 
-In a closed loop (``Simulator(closed_loop=True)``) the next turn of a
+In a closed loop (``Simulator.run(workload, closed_loop=True)``) the next turn of a
 conversation is sent when the previous answer has arrived, plus a think
 time, instead of at its recorded timestamp:
 

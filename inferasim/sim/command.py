@@ -12,10 +12,10 @@ import argparse
 from pathlib import Path
 
 from inferasim._cli_workload import add_workload_arguments, workload_from_args
-from inferasim._format import format_summary
 from inferasim.sim.cache import EVICTION_POLICIES
+from inferasim.sim.config import EngineConfig
 from inferasim.sim.presets import GPUS, MODELS
-from inferasim.sim.router import ROUTING_POLICIES
+from inferasim.sim.router import ROUTING_POLICIES, KvCostRouter
 from inferasim.sim.simulator import Simulator
 
 __all__ = ["add_arguments", "run"]
@@ -54,10 +54,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     fleet.add_argument("--tp", type=int, default=1, help="tensor-parallel GPUs per replica")
     fleet.add_argument(
-        "--kv-blocks",
+        "--kv-tokens",
         type=int,
         default=None,
-        help="KV-cache blocks per replica (default: what fits in HBM next to the weights)",
+        help="KV-cache capacity per replica in tokens (default: what fits in HBM next to the "
+        "weights)",
     )
     fleet.add_argument(
         "--eviction", default="lru", choices=list(EVICTION_POLICIES), help="prefix-cache eviction"
@@ -74,7 +75,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="prefill whole prompts in one step (default: chunked prefill)",
     )
     fleet.add_argument(
-        "--overlap-weight", type=float, default=1.0, help="weight of cache overlap in kv_cost routing"
+        "--overlap-weight",
+        type=float,
+        default=None,
+        help="weight of cache overlap in kv_cost routing (default 1.0)",
     )
     fleet.add_argument("--routing-seed", type=int, default=0, help="seed of random routing")
     out = parser.add_argument_group("output")
@@ -108,6 +112,27 @@ def _out_path(text: str) -> str:
     return text
 
 
+def _routing(args: argparse.Namespace) -> str | KvCostRouter:
+    """``--routing`` as ``Simulator(routing=...)``: a name, or a router with ``--overlap-weight``.
+
+    Examples
+    --------
+    >>> _routing(argparse.Namespace(routing="kv_cost", overlap_weight=2.0)).overlap_weight
+    2.0
+    >>> _routing(argparse.Namespace(routing="round_robin", overlap_weight=2.0))
+    Traceback (most recent call last):
+    ...
+    ValueError: --overlap-weight weighs the cache overlap of --routing kv_cost, not of round_robin
+    """
+    if args.overlap_weight is None:
+        return args.routing
+    if args.routing != "kv_cost":
+        raise ValueError(
+            f"--overlap-weight weighs the cache overlap of --routing kv_cost, not of {args.routing}"
+        )
+    return KvCostRouter(overlap_weight=args.overlap_weight)
+
+
 def run(args: argparse.Namespace) -> int:
     """Run the simulation the parsed options describe and print its summary.
 
@@ -125,28 +150,30 @@ def run(args: argparse.Namespace) -> int:
 
     if args.out is not None:
         _out_path(args.out)
+    routing = _routing(args)
     wl = workload_from_args(args)
     cost = RooflineCostModel(args.model, args.gpu, tp=args.tp)
     sim = Simulator(
         replicas=args.replicas,
-        routing=args.routing,
+        routing=routing,
         cost_model=cost,
-        kv_blocks=args.kv_blocks,
+        kv_tokens=args.kv_tokens,
+        engine=EngineConfig(
+            max_num_seqs=args.max_num_seqs,
+            max_batched_tokens=args.max_batched_tokens,
+            chunked_prefill=not args.no_chunked_prefill,
+        ),
         eviction=args.eviction,
-        max_num_seqs=args.max_num_seqs,
-        max_batched_tokens=args.max_batched_tokens,
-        chunked_prefill=not args.no_chunked_prefill,
-        overlap_weight=args.overlap_weight,
         seed=args.routing_seed,
-        progress=not args.no_progress,
     )
-    res = sim.run(wl)
+    res = sim.run(wl, progress=not args.no_progress)
     title = (
         f"Simulation: {len(wl):,} requests on {args.replicas} replicas ({args.routing} routing, "
         f"{args.model} on {args.gpu}, tp={args.tp})"
     )
     summary = res.summary(args.slo_ttft_ms, args.slo_tpot_ms)
-    print(format_summary(summary, title=title, notes=summary.notes))
+    summary.title = title
+    print(repr(summary))  # (the metrics that apply to this run)
     reps = res.replicas[["replica", "requests", "token_hit_ratio", "busy_fraction", "evictions"]]
     print("\nper replica:")
     print(reps.to_string(index=False, float_format=lambda v: f"{v:.3f}"))

@@ -14,7 +14,7 @@ A cost model is any object with two methods:
 
 ``kv_capacity_blocks(block_size)``
     KV-cache blocks one replica holds, or ``None`` when the model does not
-    know its memory (then the simulator needs ``kv_blocks=``).
+    know its memory (then the simulator needs ``kv_tokens=``).
 
 :class:`LinearCostModel` is the calibration model: user coefficients, e.g.
 fitted to measured step times. The roofline model built from model and GPU

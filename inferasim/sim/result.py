@@ -88,7 +88,7 @@ class SimResult:
         the reused prefix of the first admission came from; they add up to
         ``cached_tokens``) and ``load_ms`` (time spent waiting for loads from
         lower tiers, from admission to the last delivery).
-        A closed-loop run (``Simulator(closed_loop=True)``) adds
+        A closed-loop run (``Simulator.run(workload, closed_loop=True)``) adds
         ``session_id`` and ``turn`` (1-based), ``recorded_arrival_ms`` (the
         workload's), ``arrival_shift_ms`` (simulated ``arrival_ms`` minus
         recorded; 0 for first turns) and ``think_ms`` (the wait after the
@@ -450,8 +450,8 @@ class SimResult:
         ...     wl, progress=False).summary(slo_ttft_ms=10)
         >>> s[["finished", "ttft_ms_p50", "slo_attainment", "saturated"]].tolist()
         [2.0, 6.6, 1.0, 0.0]
-        >>> ism.Simulator(kv_tokens=160, cost_model=ism.LinearCostModel()).run(
-        ...     wl, progress=False).summary()["goodput_rps"]  # no SLO given
+        >>> float(ism.Simulator(kv_tokens=160, cost_model=ism.LinearCostModel()).run(
+        ...     wl, progress=False).summary()["goodput_rps"])  # no SLO given
         nan
         """
         req = self.requests

@@ -127,8 +127,8 @@ class ReplicaView:
     ...     return 0
     >>> wl = ism.Workload.from_requests([0, 1000], [32, 32], [2, 2], [[1, 2], [1, 3]],
     ...                                 block_size=16)
-    >>> res = Simulator(replicas=2, routing=spy, kv_blocks=100, progress=False,
-    ...                 cost_model=LinearCostModel()).run(wl)
+    >>> res = Simulator(replicas=2, routing=spy, kv_tokens=100 * 16,
+    ...                 cost_model=LinearCostModel()).run(wl, progress=False)
     >>> seen[1]          # the second request finds block 1 cached on replica 0
     [(0, 0, 1), (1, 0, 0)]
     """
@@ -435,7 +435,7 @@ class ReplicaView:
         """Blocks of this request's reusable run by tier: ``(hbm, tier 0, tier 1, ...)``.
 
         The run is the leading run of blocks found in HBM or in a lower tier
-        (what admission would reuse with ``load_policy="always"``); without
+        (what admission would reuse with ``Tiers(load_policy="always")``); without
         tiers it is ``(prefix_match_blocks,)``.
 
         Examples

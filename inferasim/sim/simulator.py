@@ -98,8 +98,7 @@ class Simulator:
     >>> dram = ism.Tier("dram", capacity_tokens=65536, read_gbps=50.0, write_gbps=50.0)
     >>> res = ism.Simulator(replicas=2, kv_tokens=8 * 512, cost_model=cost,
     ...                     tiers=[dram]).run(wl, progress=False)
-    >>> s = res.summary()
-    >>> bool(s["dram_token_hit_ratio"] > 0), bool(res.requests["load_ms"].max() > 0)
+    >>> bool(res.tiers.loc["dram", "token_hit_ratio"] > 0), bool(res.requests["load_ms"].max() > 0)
     (True, True)
 
     A closed loop: turn 2 of session 7 was recorded 100 ms after turn 1;

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from inferasim._run_options import run_options
+from inferasim.sim.config import Disaggregated
 from inferasim.sim.simulator import Simulator
 from inferasim.workload import Workload
 
@@ -39,6 +41,8 @@ def compare_topologies(
     aggregated: bool = True,
     slo_ttft_ms: float | None = None,
     slo_tpot_ms: float | None = None,
+    handoff: Mapping[str, Any] | None = None,
+    run: Mapping[str, Any] | None = None,
     **simulator: Any,
 ) -> pd.DataFrame:
     """Run one workload on ``gpus`` replicas aggregated and on each prefill:decode split.
@@ -50,15 +54,23 @@ def compare_topologies(
     gpus : int, default 16
         Replicas in all (each split must add up to it).
     splits : sequence of (int, int), default ((8, 8),)
-        ``(prefill_replicas, decode_replicas)`` pairs.
+        ``(prefill, decode)`` pairs: each runs
+        ``Simulator(replicas=Disaggregated(prefill, decode, ...))``.
     aggregated : bool, default True
         Also run ``Simulator(replicas=gpus)``.
     slo_ttft_ms, slo_tpot_ms : float, optional
         Objectives for ``goodput_rps`` and ``slo_attainment`` (passed to
-        :meth:`SimResult.summary`, and to the simulator when it admits by SLO).
+        :meth:`SimResult.summary`; to reject requests by SLO as well, give
+        ``admission=SloAdmission(ttft_ms=..., tpot_ms=...)``).
+    handoff : dict, optional
+        More :class:`Disaggregated` settings for every split
+        (``handoff_gbps``, ``handoff_latency_us``, ``layerwise``).
+    run : dict, optional
+        :meth:`Simulator.run` options for every run, e.g.
+        ``{"progress": False}``.
     **simulator
         Any other :class:`Simulator` parameter (routing, cost model,
-        kv_blocks, handoff bandwidth, admission, ...), the same for every run.
+        kv_tokens, engine, admission, ...), the same for every run.
 
     Returns
     -------
@@ -73,8 +85,9 @@ def compare_topologies(
     --------
     >>> import inferasim as ism
     >>> wl = ism.Workload.from_synthetic(100, rate=20.0, input_len=512, output_len=16, seed=0)
-    >>> df = compare_topologies(wl, gpus=2, splits=[(1, 1)], kv_blocks=64, progress=False,
-    ...                         cost_model=ism.LinearCostModel(kv_bytes_per_token=131072))
+    >>> df = compare_topologies(wl, gpus=2, splits=[(1, 1)], kv_tokens=64 * 512,
+    ...                         cost_model=ism.LinearCostModel(kv_bytes_per_token=131072),
+    ...                         run={"progress": False})
     >>> df["topology"].tolist(), df["finished"].tolist()
     (['aggregated', '1:1'], [100, 100])
     """
@@ -85,21 +98,21 @@ def compare_topologies(
             raise ValueError(
                 f"each split must be (prefill, decode) >= 1 adding up to gpus={gpus}, got {pair!r}"
             )
-    for name in ("replicas", "prefill_replicas", "decode_replicas"):
-        if name in simulator:
-            raise ValueError(f"{name}= is set by compare_topologies (gpus=, splits=)")
-    if slo_ttft_ms is not None:
-        simulator.setdefault("slo_ttft_ms", slo_ttft_ms)
-    if slo_tpot_ms is not None:
-        simulator.setdefault("slo_tpot_ms", slo_tpot_ms)
-    runs: list[tuple[str, int, int, dict[str, Any]]] = []
+    if "replicas" in simulator:
+        raise ValueError("replicas= is set by compare_topologies (gpus=, splits=)")
+    options = run_options(run)
+    handoff = dict(handoff or {})
+    for name in ("prefill", "decode"):
+        if name in handoff:
+            raise ValueError(f"handoff[{name!r}] is set by compare_topologies (splits=)")
+    runs: list[tuple[str, int, int, int | Disaggregated]] = []
     if aggregated:
-        runs.append(("aggregated", 0, 0, {"replicas": gpus}))
+        runs.append(("aggregated", 0, 0, gpus))
     for p, d in splits:
-        runs.append((f"{p}:{d}", p, d, {"prefill_replicas": p, "decode_replicas": d}))
+        runs.append((f"{p}:{d}", p, d, Disaggregated(prefill=p, decode=d, **handoff)))
     rows = []
-    for label, p, d, topo in runs:
-        res = Simulator(**topo, **simulator).run(workload)
+    for label, p, d, fleet in runs:
+        res = Simulator(replicas=fleet, **simulator).run(workload, **options)
         s = res.summary(slo_ttft_ms=slo_ttft_ms, slo_tpot_ms=slo_tpot_ms)
         rows.append(
             {"topology": label, "prefill_replicas": p, "decode_replicas": d}

@@ -27,7 +27,7 @@ def named(workloads: Workload | Mapping[str, Workload]) -> dict[str, Workload]:
 
 
 def simulate(workload: Workload, **config: Any) -> Any:
-    """Run :class:`inferasim.Simulator` with ``config`` (seed 0, no progress bar) on ``workload``.
+    """Run ``Simulator(**config)`` (seed 0 by default) on ``workload``, without a progress bar.
 
     Examples
     --------
@@ -38,5 +38,4 @@ def simulate(workload: Workload, **config: Any) -> Any:
     from inferasim.sim import Simulator
 
     config.setdefault("seed", 0)
-    config.setdefault("progress", False)
-    return Simulator(**config).run(workload)
+    return Simulator(**config).run(workload, progress=False)

@@ -167,7 +167,7 @@ def run_routing(
         workload,
         replicas=replicas,
         routing=routing,
-        kv_blocks=int(capacity_tokens) // workload.block_size,
+        kv_tokens=int(capacity_tokens),
         **config,
     )
 

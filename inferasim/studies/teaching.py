@@ -148,7 +148,9 @@ def teaching_run(
     num_requests : int, optional
         Requests of the workload (default 800).
     kv_blocks : int, default 96
-        The replica's KV cache unless ``knob`` is ``"kv_blocks"``.
+        The replica's KV cache in blocks of the workload (the experiments are
+        drawn in blocks; the simulator gets ``kv_tokens=kv_blocks *
+        block_size``) unless ``knob`` is ``"kv_blocks"``.
 
     Returns
     -------
@@ -169,7 +171,8 @@ def teaching_run(
         wl = teaching_workload(num_requests, **{knob: type(TEACHING_BASE[knob])(value)})
     else:
         raise ValueError(f"unknown knob {knob!r}; known: {[*TEACHING_BASE, 'kv_blocks']}")
-    req = simulate(wl, replicas=1, routing="round_robin", kv_blocks=kv_blocks).requests
+    kv_tokens = kv_blocks * wl.block_size
+    req = simulate(wl, replicas=1, routing="round_robin", kv_tokens=kv_tokens).requests
     return {
         "value": value,
         "infinite_token_hit_ratio": float(reuse.infinite_hit_ratio(wl).token_hit_ratio),
