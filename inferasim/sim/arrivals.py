@@ -100,7 +100,30 @@ class Columns:
         return ids, limit if limit < k else k
 
 
-class OpenArrivals:
+class Arrivals:
+    """Where the event loop's requests come from (open or closed loop)."""
+
+    def next_time(self) -> float:
+        """When the next request arrives (inf when none is left or issued)."""
+        raise NotImplementedError
+
+    def pop(self) -> tuple[int, float]:
+        """The next request and its arrival."""
+        raise NotImplementedError
+
+    def answered(self, rid: int, t: float) -> None:
+        """Request ``rid`` was answered (finished or rejected) at ``t``."""
+
+    def waited_for(self) -> dict[int, list[int]]:
+        """The requests whose answer issues others, with those (closed loop)."""
+        return {}
+
+    def left(self) -> int:
+        """Requests not arrived yet (0 at the end)."""
+        raise NotImplementedError
+
+
+class OpenArrivals(Arrivals):
     """The recorded arrivals in request order, without the requests that can
     never run (they keep their rejection and take no part)."""
 
@@ -120,15 +143,12 @@ class OpenArrivals:
         self.k += 1
         return i, self.arr[i]
 
-    def answered(self, rid: int, t: float) -> None:
-        """Request ``rid`` was answered at ``t`` (an open loop issues nothing)."""
-
     def left(self) -> int:
         """Requests not issued yet (0 at the end)."""
         return len(self.order) - self.k
 
 
-class SessionArrivals:
+class SessionArrivals(Arrivals):
     """A closed loop's arrivals: a heap of ``(time, request)``; first turns at
     their recorded times, a later turn when its parent is answered plus its
     think time. ``arrival`` holds the simulated arrival of each request."""
@@ -163,6 +183,9 @@ class SessionArrivals:
         if kids is not None:
             for c in kids:
                 heapq.heappush(self.queue, (t + self.think[c], c))
+
+    def waited_for(self) -> dict[int, list[int]]:
+        return self.children
 
     def left(self) -> int:
         """Requests issued and not arrived yet."""

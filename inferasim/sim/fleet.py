@@ -33,7 +33,7 @@ import math
 import operator
 from typing import Any
 
-from inferasim.sim.arrivals import Columns
+from inferasim.sim.arrivals import Arrivals, Columns
 from inferasim.sim.handoff import Handoffs
 from inferasim.sim.replica import Replica
 from inferasim.sim.sequence import RequestLog, Seq
@@ -65,12 +65,41 @@ def replica_index(r: Any, rid: int, n: int, what: str = "") -> int:
     return int(r)
 
 
+def _request(cls: Any, i: int, a: float, p: int, o: int, ids: list[int]) -> Any:
+    """The :class:`~inferasim.sim.router.Request` routers read (a named tuple,
+    built without the Python-level ``__new__`` of its class)."""
+    return tuple.__new__(cls, (i, a, p, o, tuple(ids)))
+
+
 def _rejected(admission: Any) -> str:
     """The reason an admission policy gives for its last rejection."""
     return getattr(admission, "last_reason", "") or "rejected by admission"
 
 
-class AggregatedFleet:
+class Fleet:
+    """What the event loop asks a topology (see the module)."""
+
+    def next_event(self) -> float:
+        """The earliest state change that is an event (inf: none)."""
+        raise NotImplementedError
+
+    def advance_to(self, T: float) -> None:
+        """What happens at ``T`` before the arrivals at ``T``."""
+        raise NotImplementedError
+
+    def place(self, i: int, a: float) -> None:
+        """Route, admit and enqueue request ``i`` arriving at ``a``."""
+        raise NotImplementedError
+
+    def after_arrivals(self) -> None:
+        """What happens at an instant after its arrivals."""
+
+    def finish(self) -> None:
+        """Bring every replica to the end of the run; check nothing is left over."""
+        raise NotImplementedError
+
+
+class AggregatedFleet(Fleet):
     """Replicas serving prefill and decode (see the module)."""
 
     def __init__(
@@ -82,7 +111,7 @@ class AggregatedFleet:
         router: Any,
         admission: Any,
         request: Any,
-        arrivals: Any,
+        arrivals: Arrivals,
         coupled: bool,
         closed: bool,
     ) -> None:
@@ -99,7 +128,7 @@ class AggregatedFleet:
         self.closed = closed
         # closed loop: routed requests with next turns, not finished yet, per replica
         self.pend = [0] * len(reps)
-        self.watch: set[int] = set(arrivals.children) if closed else set()
+        self.watch: set[int] = set(arrivals.waited_for()) if closed else set()
         if closed:
             for rep in reps:
                 rep.sched.watch = self.watch
@@ -153,7 +182,7 @@ class AggregatedFleet:
         p = col.plen[i]
         ids, limit = col.ids(i)
         self.ctx.place(ids, limit, a, p)
-        req = self.request(i, a, p, col.olen[i], tuple(ids))
+        req = _request(self.request, i, a, p, col.olen[i], ids)
         r = replica_index(self.router(req, self.views), i, len(self.reps))
         rep = self.reps[r]
         rep.advance(a)
@@ -173,9 +202,6 @@ class AggregatedFleet:
                 self.pend[r] += 1
         rep.arrive(Seq(i, p, col.olen[i], ids, col.bs), a)
 
-    def after_arrivals(self) -> None:
-        """After the arrivals at an instant (nothing to do here)."""
-
     def finish(self) -> None:
         """Advance every replica to the end; check nothing is left over."""
         for rep in self.reps:
@@ -187,7 +213,7 @@ class AggregatedFleet:
                 rep.sched.watch = None
 
 
-class DisaggregatedFleet:
+class DisaggregatedFleet(Fleet):
     """Prefill instances, decode instances and the handoffs between them (see the module)."""
 
     def __init__(
@@ -201,7 +227,7 @@ class DisaggregatedFleet:
         router: Any,
         admission: Any,
         request: Any,
-        arrivals: Any,
+        arrivals: Arrivals,
         closed: bool,
     ) -> None:
         self.pre = pre
@@ -218,15 +244,19 @@ class DisaggregatedFleet:
         self.arrivals = arrivals
         self.closed = closed
         if closed:
-            watch = set(arrivals.children)
+            watch = set(arrivals.waited_for())
             for rep in pre + dec:
                 rep.sched.watch = watch
+        # the prefill instances' wakes read by next_event (nothing changes between it
+        # and the advance_to of the same instant, which reads them)
+        self.pre_wake = [0.0] * len(pre)
 
     def next_event(self) -> float:
         """The earliest prefill change, delivery or (when they are events) decode change."""
         best = self.hs.next_delivery()
-        for rep in self.pre:
-            w = rep.wake()
+        pre_wake = self.pre_wake
+        for p in range(len(self.pre)):
+            w = pre_wake[p] = self.pre[p].wake()
             if w < best:
                 best = w
         if self.hs.busy:
@@ -240,9 +270,10 @@ class DisaggregatedFleet:
         """At ``T``: prefill steps ending by ``T`` (first tokens), their handoffs in
         time order, deliveries, handoffs waiting for room, then the new ones."""
         hs = self.hs
-        for rep in self.pre:
-            if rep.wake() <= T:
-                rep.advance(T)
+        pre_wake = self.pre_wake
+        for p in range(len(self.pre)):
+            if pre_wake[p] <= T:
+                self.pre[p].advance(T)
         events = hs.collect(T)
         # (a prefill step that started before T, right after the previous event: its
         # layerwise transfers start then, before anything at T; a zero-time step can
@@ -289,7 +320,7 @@ class DisaggregatedFleet:
         p_len = col.plen[i]
         ids, limit = col.ids(i)
         self.ctx.place(ids, limit, a, p_len)
-        req = self.request(i, a, p_len, col.olen[i], tuple(ids))
+        req = _request(self.request, i, a, p_len, col.olen[i], ids)
         r = replica_index(self.router(req, self.views), i, len(self.pre), " (a prefill instance)")
         rep = self.pre[r]
         rep.advance(a)
@@ -304,7 +335,7 @@ class DisaggregatedFleet:
                 col.reasons[i] = _rejected(admission)
                 self.arrivals.answered(i, a)
                 return
-        if self.closed and i in self.arrivals.children:
+        if self.closed and i in self.arrivals.waited_for():
             self.hs.inflight += 1
         rep.arrive(Seq(i, p_len, col.olen[i], ids, col.bs), a)
 

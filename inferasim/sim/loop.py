@@ -22,6 +22,8 @@ from typing import Any
 
 import numpy as np
 
+from inferasim.sim.arrivals import Arrivals
+from inferasim.sim.fleet import Fleet
 from inferasim.sim.replica import Replica
 from inferasim.sim.sequence import RequestLog
 
@@ -32,7 +34,7 @@ STALL_CHECK = 4096
 STALL_LIMIT = 32
 
 
-def run_loop(fleet: Any, arrivals: Any, n: int, bar: Any, out: RequestLog) -> None:
+def run_loop(fleet: Fleet, arrivals: Arrivals, n: int, bar: Any, out: RequestLog) -> None:
     """Run ``fleet`` on ``arrivals`` (``n`` requests; ``bar`` a progress bar or None)."""
     inf = math.inf
     count = 0

@@ -215,7 +215,8 @@ class ConductorPolicy:
         for i in range(len(replicas)):
             v = replicas[i]
             t = v.ttft_estimate_ms + v.handoff_estimate_ms
-            load = v.outstanding_tokens
-            if best < 0 or t < best_t or (t == best_t and load < best_load):
-                best, best_t, best_load = i, t, load
+            if best < 0 or t <= best_t:  # (loads only matter for the best and ties)
+                load = v.outstanding_tokens
+                if best < 0 or t < best_t or load < best_load:
+                    best, best_t, best_load = i, t, load
         return replicas[best].index

@@ -157,18 +157,30 @@ class SharedLookup:
     >>> look = SharedLookup([5, 6, 7, 5, 6], 5)
     >>> rt.run([5, 6, 7, 5, 6], 0, 5, {}, look), rt.run([5, 6, 7, 5, 6], 1, 5, {7: 0, 5: 0}, look)
     ((2, [2], []), (4, [1], [7, 5]))
-    >>> look.known
-    [0, 0, -1, -2, 0]
+    >>> look.known  # (the repeats of 5 and 6 are misses from the start)
+    [0, 0, -1, -1, -1]
     """
 
     __slots__ = ("ids", "known")
 
     def __init__(self, ids: list[Any], limit: int) -> None:
         self.ids = ids  # (Any: an id goes to a dict as the object it is, never re-boxed)
-        self.known: list[int] = [-2] * limit  # where() by position; -2: not looked up yet
+        # where() by position; -2: not looked up yet; -1 also for a repeated id
+        known = [-2] * limit
+        if len(set(ids[:limit])) < limit:
+            first: set[Any] = set()
+            for j in range(limit):
+                h = ids[j]
+                if h in first:
+                    known[j] = -1
+                first.add(h)
+        self.known: list[int] = known
 
     def where_at(self, tiers: ReplicaTiers, j: int) -> int:
-        """``tiers.where(ids[j])``, looked up once per position."""
+        """``tiers.where(ids[j])``, looked up once per position; -1 for an id
+        repeated from an earlier position (a repeat ends a run below HBM: an
+        earlier copy is either in HBM, and then so is this one, or was counted
+        below HBM already)."""
         k = self.known[j]
         if k == -2:
             k = tiers.where(self.ids[j])
@@ -257,7 +269,7 @@ class ReplicaTiers:
         """
         counts = [0] * self.n
         mid: list[int] = []
-        seen: set[object] = set()
+        seen: set[object] | None = None  # ids counted below HBM (made at the first one)
         # (ids as objects: dict and set lookups take them as they are, unboxed)
         objs: list[Any] = ids
         r = start
@@ -266,10 +278,19 @@ class ReplicaTiers:
             if h in ref:
                 mid.append(h)
             else:
-                k = self.where(h) if lookup is None else lookup.where_at(self, r)
-                if k < 0 or h in seen:
+                if lookup is not None:  # (a repeat is a miss there already)
+                    k = lookup.where_at(self, r)
+                else:
+                    k = self.where(h)
+                    if k >= 0:
+                        if seen is None:
+                            seen = {h}
+                        elif h in seen:
+                            break
+                        else:
+                            seen.add(h)
+                if k < 0:
                     break
-                seen.add(h)
                 counts[k] = counts[k] + 1  # (an augmented item assignment is generic)
             r += 1
         return r, counts, mid

@@ -158,15 +158,16 @@ class View:
 
     @property
     def hit_blocks_by_tier(self) -> tuple[int, ...]:
-        ctx = self.ctx
-        kv = self._settle().kv
-        lookup = ctx.shared_lookup() if kv.tiers is not None and kv.tiers.all_shared else None
-        return tuple(kv.hits_by_tier(ctx.ids, ctx.limit, lookup))
+        return tuple(self.hits())
 
     def hits(self) -> list[int]:
         """:attr:`hit_blocks_by_tier` as a list (the built-in routers' read)."""
+        return self._hits(self._settle())
+
+    def _hits(self, rep: Replica) -> list[int]:
+        """The request's reusable run on ``rep`` (settled) by tier."""
         ctx = self.ctx
-        kv = self._settle().kv
+        kv = rep.kv
         lookup = ctx.shared_lookup() if kv.tiers is not None and kv.tiers.all_shared else None
         return kv.hits_by_tier(ctx.ids, ctx.limit, lookup)
 
@@ -184,7 +185,7 @@ class View:
         tiers = rep.kv.tiers
         if tiers is None:
             return 0.0
-        return tiers.load_estimate_ms(self.ctx.now, self.hits()[1:])
+        return tiers.load_estimate_ms(self.ctx.now, self._hits(rep)[1:])
 
     @property
     def ttft_estimate_ms(self) -> float:
@@ -196,7 +197,7 @@ class View:
         if tiers is None:
             cached = rep.kv.hbm_run(ctx.ids, ctx.limit) * rep.kv.bs
             return queue + _prefill_ms(rep, ctx.input_len - cached, cached, memo)
-        counts = self.hits()  # (hbm, tier 0, tier 1, ...)
+        counts = self._hits(rep)  # (hbm, tier 0, tier 1, ...)
         total = 0
         for c in counts:
             total += c
