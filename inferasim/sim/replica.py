@@ -102,6 +102,7 @@ class Replica:
         self.coupled = False
         self.stalled = False  # work waits but nothing can run (KV held or reserved)
         self.idle_wait = False  # nothing can run before a load arrives (clock = then)
+        self.next_wake = math.inf  # see wake()
 
     # --------------------------------------------------------------- driving
     def arrive(self, seq: Seq, t: float) -> None:
@@ -116,10 +117,15 @@ class Replica:
             sched.clock = t  # (idle_wait: after advance(t) the planned retry is at or after t)
             self.idle_wait = False
         sched.enqueue(seq)
+        self.next_wake = self._wake()
 
     def advance(self, until: float) -> None:
         """Complete every step ending at or before ``until``; start every step
         starting before it."""
+        self._advance(until)
+        self.next_wake = self._wake()
+
+    def _advance(self, until: float) -> None:
         sched = self.sched
         stretch = self.stretch
         while True:
@@ -227,7 +233,13 @@ class Replica:
         set, the KV use or the cache (state as it is now); inf when nothing is due.
 
         Inside a stretch only the decode progress moves before that (read it
-        with :meth:`outstanding_at` and :meth:`kv_at`)."""
+        with :meth:`outstanding_at` and :meth:`kv_at`). (A pure function of the
+        replica's state, kept in :attr:`next_wake` by every method that changes
+        it.)"""
+        return self.next_wake
+
+    def _wake(self) -> float:
+        """:meth:`wake` computed afresh."""
         if self.stretch.steps:
             return self.stretch.wake()
         sched = self.sched
@@ -248,7 +260,7 @@ class Replica:
         advancing, or -1 when that needs the advance itself."""
         if self.stretch.steps:
             return self.stretch.kv_at(t, self.role == "decode")
-        return self.kv.running if self.wake() > t else -1
+        return self.kv.running if self.next_wake > t else -1
 
     # ------------------------------------------------------- disaggregation
     def reserve(self, n: int) -> None:
@@ -264,6 +276,7 @@ class Replica:
         if stretch.steps and stretch.blocks_left() > kv.free:
             stretch.cut()  # the stretch priced its allocations on the old free memory
         kv.note_peak()
+        self.next_wake = self._wake()
 
     def unreserve(self, n: int, t: float) -> None:
         """Free ``n`` blocks reserved for a handoff called off at ``t`` (decode
@@ -271,6 +284,7 @@ class Replica:
         self._changed_at(t)
         self.kv.private -= n
         self._unstall(t, busy=True)
+        self.next_wake = self._wake()
 
     def deliver(self, seq: Seq, t: float) -> None:
         """A handed-off sequence's KV arrived at ``t`` (decode instance; after
@@ -282,6 +296,7 @@ class Replica:
         assert isinstance(sched, DecodeScheduler)
         sched.deliver(seq)
         self._unstall(t, busy=False)
+        self.next_wake = self._wake()
 
     def release_kv(self, seq: Seq, t: float) -> None:
         """Free a handed-off sequence's KV at ``t`` (prefill instance; after
@@ -293,6 +308,7 @@ class Replica:
         assert isinstance(sched, PrefillScheduler)
         sched.release(seq)
         self._unstall(t, busy=True)
+        self.next_wake = self._wake()
 
     def _changed_at(self, t: float) -> None:
         """Memory or the queue changes at ``t`` from outside: sample, end a stretch."""

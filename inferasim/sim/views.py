@@ -75,7 +75,7 @@ class View:
         """The replica, advanced to now when its routing-visible state changed by then."""
         rep = self.rep
         now = self.ctx.now
-        if rep.wake() <= now:
+        if rep.next_wake <= now:
             rep.advance(now)
         return rep
 
