@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
 from inferasim.sim.routing_fast import SharedTiers
+
 from inferasim.sim.tierconfig import Tier
 from inferasim.sim.tiers import ReplicaTiers, TierStore
 

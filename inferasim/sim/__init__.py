@@ -126,6 +126,64 @@ admission policy. Rejected requests are not served (``replica`` -1) and
 consume no KV memory and no GPU time. There is no time horizon: every
 accepted request finishes.
 
+How the engine is built
+-----------------------
+One event loop (:mod:`inferasim.sim.loop`) drives every topology; each
+object below has one job (the compiled ones are listed in
+:mod:`inferasim.sim.native`)::
+
+    simulator.Simulator      the public configuration; run() checks it and calls engine.simulate
+    engine.simulate          builds the run below, runs the loop, returns RunOutput
+    loop.run_loop            next instant -> the fleet's events at it -> the arrivals at it
+    arrivals                 Columns (the workload as lists), OpenArrivals, SessionArrivals (closed loop)
+    fleet.AggregatedFleet    what is an event, routing, admission, enqueueing (no handoff)
+    fleet.DisaggregatedFleet prefill + decode instances; handoff.Handoffs moves the KV between them
+    replica.Replica          one engine; advance(t), arrive(seq, t), wake(), outstanding_at/kv_at(t)
+      scheduler              BatchScheduler: queues, budget, chunking, preemption (roles: subclasses)
+      kv.KVManager           HBM blocks, prefix cache (cache.BlockCache), lower tiers, loads
+      decode.DecodeGroup     the decoding sequences as aggregates (batch, context, phases, finishes)
+      stretch.DecodeStretch  pure-decode steps planned, priced and applied in one jump
+      recorder.Recorder      timeline, decode-step ends and episodes (gaps), counters
+    tiers                    TierStore (a tier's blocks), ReplicaTiers (a replica's window), SharedLookup
+    transfer.Link            a link shared by its transfers (processor sharing)
+    views.View               what routers and admission read, exact at the routing instant
+    routing                  the built-in routing policies (router.py documents them)
+    kernels                  StepKernel: step pricing as the scheduler calls it
+    result / frames / summary  the result frames and the headline metrics
+
+How to add a router
+-------------------
+Write a callable ``router(request, replicas) -> int`` (the
+:class:`~inferasim.sim.router.Router` protocol) reading the
+:class:`~inferasim.sim.router.ReplicaView` attributes, with an optional
+``reset(num_replicas, seed)``, and pass it as ``Simulator(routing=...)``;
+nothing else changes. To ship it as a built-in: write its policy once in
+``inferasim/sim/routing.py`` (compiled, reading ``views.View``), its
+documented subclass and name in ``inferasim/sim/router.py``
+(``ROUTING_POLICIES``), and a test in ``tests/test_sim_router.py``.
+
+How to add a tier kind
+----------------------
+A tier is a :class:`~inferasim.sim.tierconfig.Tier` (capacity, link
+bandwidths, latency, ``shared``, ``write``); its store and link live in
+``inferasim/sim/tiers.py`` (``TierStore``, ``ReplicaTiers``: lookup order,
+writes, loads) and :mod:`inferasim.sim.transfer`; the KV manager
+(``inferasim/sim/kv.py``) is the only caller. A new kind of tier (a new
+write or eviction rule) changes ``tierconfig.py`` (its parameter and
+checks), ``tiers.py`` (the rule, in ``ReplicaTiers``) and, when the
+timing-free limit changes, :mod:`inferasim.reuse.fleet`.
+
+How to add a cost model
+-----------------------
+Any object with ``step_time_ms(prefill_tokens, prefill_attention,
+decode_seqs, decode_context)`` (elementwise over arrays) and
+``kv_capacity_blocks(block_size)`` works (:class:`~inferasim.sim.cost.CostModel`);
+``kv_bytes_per_token`` is needed for tiers and handoffs. It is called once
+per step. For speed, give it a ``kernel()`` returning a compiled
+:class:`~inferasim.sim.kernels.StepKernel` (``inferasim/sim/kernels.py``,
+like ``LinearKernel``; the roofline's is ``_roofline_kernel.py``) with the
+same floats.
+
 Examples
 --------
 >>> import inferasim as ism
@@ -143,6 +201,7 @@ from typing import Any
 from inferasim.sim.admission import Admission, SloAdmission
 from inferasim.sim.config import Disaggregated, EngineConfig
 from inferasim.sim.cost import CostModel, LinearCostModel
+from inferasim.sim.eviction import EvictionPolicy
 from inferasim.sim.native import native_modules, warn_if_stale
 from inferasim.sim.result import SimResult
 from inferasim.sim.router import (
@@ -156,6 +215,7 @@ from inferasim.sim.router import (
     ReplicaView,
     Request,
     RoundRobinRouter,
+    Router,
 )
 from inferasim.sim.simulator import Simulator
 from inferasim.sim.tierconfig import Tier, Tiers
@@ -174,6 +234,8 @@ __all__ = [
     "ROUTING_POLICIES",
     "Request",
     "ReplicaView",
+    "Router",
+    "EvictionPolicy",
     "RoundRobinRouter",
     "RandomRouter",
     "LeastLoadedRouter",

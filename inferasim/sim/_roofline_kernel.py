@@ -1,12 +1,14 @@
-"""The roofline cost model's scalar step-time formulas (internal, compiled).
+"""The roofline cost model's scalar step-time formula (internal, compiled).
 
 :class:`inferasim.sim.roofline.RooflineCostModel` keeps its constants here
-(one :class:`RooflineKernel` per model): its scalar ``step_time_ms`` and
-its runs of pure-decode steps call these methods, and so does the
-scheduler directly (a native call when both are compiled with mypyc, see
-:mod:`inferasim.sim.native`). The operations and their order are those of
+(one :class:`RooflineKernel` per model, its ``kernel()``): its scalar
+``step_time_ms`` calls :meth:`RooflineKernel.formula`, and the scheduler
+prices its steps and runs of pure-decode steps through the kernel natively
+(:mod:`inferasim.sim.kernels`). The operations and their order are those of
 the model's array formula, so every step time is bit-identical to
-``step_time_ms`` on arrays (tested in tests/test_roofline.py).
+``step_time_ms`` on arrays (tested in tests/test_roofline.py). This scalar
+copy of the array formula is a measured specialisation: see
+``RooflineCostModel.kernel``.
 """
 
 from __future__ import annotations
@@ -15,11 +17,13 @@ from typing import Any
 
 import numpy as np
 
+from inferasim.sim.kernels import StepKernel
+
 # Internal: the public API is inferasim.sim.RooflineCostModel.
 __all__: list[str] = []
 
 
-class RooflineKernel:
+class RooflineKernel(StepKernel):
     """A :class:`~inferasim.sim.roofline.RooflineCostModel`'s constants and
     scalar formulas (internal).
 
@@ -41,7 +45,8 @@ class RooflineKernel:
         self.comm_fixed: float = float(model._comm_fixed_s)
         self.comm_tok: float = float(model._comm_per_token_s)
         self.oh: float = float(model.overhead_ms)
-        self.lim: float = float(model._kv_limit_tokens)
+        self.fit = model._kv  # (warns once when a step's KV cannot fit)
+        self.lim: float = float(self.fit.limit)
 
     def weights(self, n: float) -> float:
         """Weight bytes a step of ``n`` tokens reads (the MoE experts it touches)."""
@@ -49,7 +54,7 @@ class RooflineKernel:
             return self.dense + self.expert * (1.0 - float(np.power(self.miss, n)))
         return self.dense
 
-    def step(self, p: float, a: float, d: float, c: float) -> float:
+    def formula(self, p: float, a: float, d: float, c: float) -> float:
         """``step_time_ms(p, a, d, c)`` for scalars (no argument checks, no warning)."""
         n = p + d
         compute = (self.fpt * n + self.fpp * (a + c)) / self.fps
@@ -57,14 +62,19 @@ class RooflineKernel:
         comm = self.comm_fixed + self.comm_tok * n
         return self.oh + 1e3 * ((memory if memory > compute else compute) + comm)
 
-    def step_ints(self, p: int, a: int, d: int, c: int) -> float:
+    def step(self, p: int, a: int, d: int, c: int) -> float:
         """``step_time_ms(p, a, d, c)`` for ints ``>= 0`` (the scheduler's steps),
         with the model's KV-fit check."""
-        fp = float(p)
+        fp, fa, fd, fc = float(p), float(a), float(d), float(c)
+        self.check_fit(fp, fa, fd, fc)
+        return self.formula(fp, fa, fd, fc)
+
+    def check_fit(self, p: float, a: float, d: float, c: float) -> None:
+        """The model's KV-fit warning, asked only when the step may not fit
+        (``p + c`` or its attention beyond the limit)."""
         lim = self.lim
-        if (float(p + c) > lim or float(a) > (lim - fp) * fp) and not self.model._warned_kv:
-            self.model._check_kv(p, a, d, c)
-        return self.step(fp, float(a), float(d), float(c))
+        if (p + c > lim or a > (lim - p) * p) and not self.fit.warned:
+            self.fit.check(p, a, d, c)
 
     def run(self, ends: list[float], e: float, b: int, s: int, k: int) -> float:
         """Append the ends of ``k`` pure-decode steps of ``b`` sequences to ``ends``:
@@ -83,7 +93,7 @@ class RooflineKernel:
         c0 = float(s)
         c1 = float(s + b * (k - 1))
         if b > 0 and c1 / n > self.lim:
-            self.model._warn_kv(c1 / n)
+            self.fit.warn(c1 / n)
         c = s
         if (fn + fpp * c0) / fps < (weights + kv * c0) / bps * (1.0 - 1e-9) and (
             fn + fpp * c1

@@ -38,8 +38,9 @@ import heapq
 from collections import OrderedDict
 from collections.abc import Sequence
 from itertools import islice
+from typing import Any
 
-__all__ = ["BlockCache", "EVICTION_POLICIES"]
+__all__ = ["BlockCache", "EVICTION_POLICIES", "make_policy"]
 
 EVICTION_POLICIES = ("lru", "fifo", "lfu", "length_aware")
 
@@ -124,14 +125,48 @@ class _HeapPolicy:
         return len(self._live)
 
 
+def make_policy(eviction: Any) -> Any:
+    """A fresh built-in policy for a name, or the policy object itself (checked).
+
+    Examples
+    --------
+    >>> type(make_policy("lfu")).__name__
+    '_HeapPolicy'
+    >>> make_policy("mru")
+    Traceback (most recent call last):
+    ...
+    ValueError: eviction must be one of ('lru', 'fifo', 'lfu', 'length_aware') or an EvictionPolicy object, got 'mru'
+    """
+    if isinstance(eviction, str):
+        if eviction == "lru":
+            return _LRU()
+        if eviction in ("fifo", "lfu", "length_aware"):
+            return _HeapPolicy(lfu=eviction == "lfu", depth=eviction == "length_aware")
+    else:
+        missing = [m for m in _POLICY_METHODS if not callable(getattr(eviction, m, None))]
+        if not missing:
+            return eviction
+        raise TypeError(
+            f"eviction object {eviction!r} lacks the EvictionPolicy method(s) "
+            f"{', '.join(missing)} (see inferasim.sim.eviction.EvictionPolicy)"
+        )
+    raise ValueError(
+        f"eviction must be one of {EVICTION_POLICIES} or an EvictionPolicy object, got {eviction!r}"
+    )
+
+
+#: What an eviction policy object must do (see inferasim.sim.eviction.EvictionPolicy).
+_POLICY_METHODS = ("inserted", "hit", "add", "discard", "forget", "pop", "__len__")
+
+
 class BlockCache:
     """Content-addressed, reference-counted KV blocks of one replica.
 
     Parameters
     ----------
-    eviction : {"lru", "fifo", "lfu", "length_aware"}, default "lru"
+    eviction : {"lru", "fifo", "lfu", "length_aware"} or EvictionPolicy, default "lru"
         Which evictable block goes first when a new block is needed (see
-        the module docstring).
+        the module docstring and :class:`inferasim.sim.eviction.EvictionPolicy`).
 
     Attributes
     ----------
@@ -148,24 +183,19 @@ class BlockCache:
     >>> c.register(7), c.register(8)
     (True, True)
     >>> c.release([7, 8])           # 8 (the tail) becomes evictable first
-    >>> c.match([7, 8, 9], 3)        # leading resident run, blocks to revive
+    >>> c.match_len([7, 8, 9], 3), c.evictable_among([7, 8], 2)  # resident run, to revive
     (2, 2)
     >>> c.evict(1)
-    >>> c.match([7, 8, 9], 3), c.evictions
-    ((1, 1), 1)
+    >>> c.match_len([7, 8, 9], 3), c.evictions
+    (1, 1)
     """
 
     __slots__ = ("ref", "pinned", "evictions", "_policy", "_lru", "_od")
 
-    def __init__(self, eviction: str = "lru") -> None:
-        if eviction == "lru":
-            self._policy: _LRU | _HeapPolicy = _LRU()
-        elif eviction in ("fifo", "lfu", "length_aware"):
-            self._policy = _HeapPolicy(lfu=eviction == "lfu", depth=eviction == "length_aware")
-        else:
-            raise ValueError(f"eviction must be one of {EVICTION_POLICIES}, got {eviction!r}")
-        self._lru = eviction == "lru"
-        # the LRU order (empty for the heap policies)
+    def __init__(self, eviction: Any = "lru") -> None:
+        self._policy: Any = make_policy(eviction)
+        self._lru = isinstance(self._policy, _LRU)
+        # the LRU order (empty for the other policies)
         self._od: OrderedDict[int, None] = (
             self._policy._od if isinstance(self._policy, _LRU) else OrderedDict()
         )
@@ -195,28 +225,37 @@ class BlockCache:
         """
         return len(self.ref) - self.pinned
 
-    def match(self, ids: Sequence[int], limit: int) -> tuple[int, int]:
+    def match_len(self, ids: Sequence[Any], limit: int) -> int:
         """Length of the leading run of ``ids[:limit]`` that is cached.
-
-        Returns ``(matched, revive)``: matched blocks and how many of them are
-        evictable now (reusing them takes them out of the evictable pool).
 
         Examples
         --------
         >>> c = BlockCache(); _ = c.register(1); _ = c.register(3)
-        >>> c.match([1, 2, 3], 3)
-        (1, 0)
+        >>> c.match_len([1, 2, 3], 3)
+        1
         """
         ref = self.ref
-        m = revive = 0
-        for h in ids[:limit]:
-            r = ref.get(h)
-            if r is None:
-                break
+        m = 0
+        while m < limit and ids[m] in ref:
             m += 1
-            if r == 0:
-                revive += 1
-        return m, revive
+        return m
+
+    def evictable_among(self, ids: Sequence[Any], m: int) -> int:
+        """How many of ``ids[:m]`` (cached) are evictable now: reusing them takes
+        them out of the evictable pool.
+
+        Examples
+        --------
+        >>> c = BlockCache(); _ = c.register(1); _ = c.register(2); c.release([1])
+        >>> c.evictable_among([1, 2], 2)
+        1
+        """
+        ref = self.ref
+        n = 0
+        for j in range(m):
+            if not ref[ids[j]]:
+                n += 1
+        return n
 
     def acquire(self, ids: Sequence[int]) -> None:
         """Pin cached blocks for a sequence (one reference each).

@@ -22,6 +22,7 @@ default roofline calibration.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -230,3 +231,53 @@ def check_names(names: Iterable[str], allowed: Iterable[str], what: str) -> list
         if n not in allowed:
             raise ValueError(f"{what}: cannot fit {n!r}; choose from {allowed}")
     return names
+
+
+def fit_roofline(model: Any, measurements: Any, names: list[str]) -> Calibration:
+    """Fit the efficiencies ``names`` of a roofline ``model`` to measured steps
+    (what :meth:`inferasim.sim.roofline.RooflineCostModel.calibrate` does).
+
+    Least squares on relative errors (scipy's bounded ``least_squares``,
+    trust-region reflective), from the model's own values; ``mfu``, ``mbu``
+    and ``attention_efficiency`` in ``[0.001, 1]``, ``overhead_ms >= 0``.
+
+    Examples
+    --------
+    >>> from inferasim.sim.roofline import RooflineCostModel
+    >>> truth = RooflineCostModel(mbu=0.7, calibration="v0.1")
+    >>> points = [{"kind": "decode", "batch": b, "context": 1000,
+    ...            "ms": truth.step_time_ms(0, 0, b, b * 1000)} for b in (1, 64)]
+    >>> round(fit_roofline(RooflineCostModel(calibration="v0.1"), points, ["mbu"]).params["mbu"], 4)
+    0.7
+    """
+    from scipy.optimize import least_squares
+
+    names = check_names(
+        names, ("mfu", "mbu", "overhead_ms", "attention_efficiency"), "calibrate"
+    )
+    df = measurements_frame(measurements)
+    p, a, d, c = step_arguments(df)
+    measured = df["ms"].to_numpy(dtype=np.float64)
+
+    start = []
+    for n in names:
+        value = getattr(model, n)
+        start.append(model.mfu if value is None else float(value))
+    lower = [0.0 if n == "overhead_ms" else 1e-3 for n in names]
+    upper = [np.inf if n == "overhead_ms" else 1.0 for n in names]
+    x0 = np.clip(np.array(start), lower, [u if np.isfinite(u) else 1e9 for u in upper])
+
+    def residuals(x: np.ndarray) -> np.ndarray:
+        m = model._with(**dict(zip(names, map(float, x), strict=True)))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)
+            return (np.asarray(m.step_time_ms(p, a, d, c)) - measured) / measured
+
+    sol = least_squares(residuals, x0, bounds=(lower, upper), x_scale="jac", method="trf")
+    params = {n: float(v) for n, v in zip(names, sol.x, strict=True)}
+    fitted = model._with(**params)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        predicted = np.asarray(fitted.step_time_ms(p, a, d, c), dtype=np.float64)
+        before = np.asarray(model.step_time_ms(p, a, d, c), dtype=np.float64)
+    return Calibration(fitted, report_frame(df, predicted, before), params)

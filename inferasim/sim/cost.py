@@ -16,6 +16,12 @@ A cost model is any object with two methods:
     KV-cache blocks one replica holds, or ``None`` when the model does not
     know its memory (then the simulator needs ``kv_tokens=``).
 
+Optionally, ``kernel()`` returns a compiled
+:class:`~inferasim.sim.kernels.StepKernel` computing the same step times
+natively (the built-in models do; a subclass that overrides
+``step_time_ms`` gets None, so its own method is called). Without one the
+simulator calls ``step_time_ms`` once per step.
+
 :class:`LinearCostModel` is the calibration model: user coefficients, e.g.
 fitted to measured step times. The roofline model built from model and GPU
 presets lives in :mod:`inferasim.sim.roofline`.
@@ -28,6 +34,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import numpy as np
+
+from inferasim.sim.kernels import LinearKernel
 
 __all__ = ["CostModel", "LinearCostModel", "prefill_attention_pairs"]
 
@@ -246,6 +254,21 @@ class LinearCostModel:
         predicted = np.asarray(model.step_time_ms(p, a, d, c), dtype=np.float64)
         before = np.asarray(cls().step_time_ms(p, a, d, c), dtype=np.float64)
         return Calibration(model, report_frame(df, predicted, before), params)
+
+    def kernel(self) -> LinearKernel | None:
+        """The compiled kernel the simulator prices this model's steps with (the
+        same floats as :meth:`step_time_ms`); None when a subclass overrides
+        :meth:`step_time_ms`.
+
+        Examples
+        --------
+        >>> m = LinearCostModel(decode_context_ms=0.001)
+        >>> m.kernel().step(100, 5050, 2, 300) == m.step_time_ms(100, 5050, 2, 300)
+        True
+        """
+        if type(self).step_time_ms is LinearCostModel.step_time_ms:
+            return LinearKernel(self)
+        return None
 
     def kv_capacity_blocks(self, block_size: int) -> int | None:
         """The ``kv_blocks`` given at construction (None if not given).

@@ -17,13 +17,24 @@ __all__ = ["NATIVE_MODULES", "native_modules"]
 
 #: The modules ``setup.py`` compiles (it reads this tuple from the source).
 NATIVE_MODULES = (
+    "inferasim.sim.kernels",
     "inferasim.sim._roofline_kernel",
-    "inferasim.sim.cache",
-    "inferasim.sim.engine",
-    "inferasim.sim.routing_fast",
-    "inferasim.sim.scheduler",
-    "inferasim.sim.tiers",
+    "inferasim.sim.sequence",
+    "inferasim.sim.recorder",
+    "inferasim.sim.decode",
     "inferasim.sim.transfer",
+    "inferasim.sim.cache",
+    "inferasim.sim.tiers",
+    "inferasim.sim.kv",
+    "inferasim.sim.scheduler",
+    "inferasim.sim.stretch",
+    "inferasim.sim.replica",
+    "inferasim.sim.views",
+    "inferasim.sim.routing",
+    "inferasim.sim.handoff",
+    "inferasim.sim.arrivals",
+    "inferasim.sim.fleet",
+    "inferasim.sim.loop",
 )
 
 
@@ -42,7 +53,7 @@ def native_modules() -> dict[str, str]:
     >>> sorted(set(status.values()) - {"compiled", "interpreted"})
     []
     >>> list(status)[0]
-    'inferasim.sim._roofline_kernel'
+    'inferasim.sim.kernels'
     """
     return {
         name: "interpreted" if _origin(name).suffix == ".py" else "compiled"

@@ -1,27 +1,102 @@
 """Roofline step-time model built from a model preset and a GPU preset.
 
-The default cost model of the simulator. See :class:`RooflineCostModel` for
-every formula and assumption.
+The default cost model of the simulator, :class:`RooflineCostModel`: step
+time from FLOPs and bytes, ``overhead + max(compute, memory) + comm``.
+
+One engine step runs ``P = prefill_tokens`` new prompt tokens (cached
+tokens excluded) whose attention covers ``A = prefill_attention``
+query-key pairs, plus one token for each of ``D = decode_seqs`` decoding
+sequences whose contexts sum to ``C = decode_context`` tokens. With
+``N = P + D`` tokens through the weights:
+
+**compute** (seconds)::
+
+    (2 * active_params * N + attention_flops_per_pair * (A + C) * mfu / attention_efficiency)
+    / (tp * peak_flops * mfu)
+
+i.e. the weight GEMMs run at ``mfu`` of peak and attention at
+``attention_efficiency`` of peak (equal to ``mfu`` unless set).
+
+``2 * active_params`` FLOPs per token (multiply and add per weight; for
+MoE the *active* parameters; the input-embedding lookup is counted like a
+matmul, which overstates Llama-3.1-8B by 6.5%). ``attention_flops_per_pair``
+is ``2 * layers * heads * (qk_dim + v_dim)``, i.e. ``4 * layers * heads *
+head_dim`` for QK^T and AV (see :attr:`ModelSpec.attention_flops_per_pair`).
+Peak is the dense BF16 datasheet number, or FP8 when ``dtype_bytes == 1``
+and the GPU has FP8. FLOPs split evenly over the ``tp`` GPUs.
+
+**memory** (seconds, per GPU, all GPUs in parallel)::
+
+    (weight_bytes_read / tp + kv_bytes_per_token_per_gpu * (C + P))
+    / (hbm_bandwidth * mbu)
+
+Weights are read once per step whatever the batch. Dense models read all
+of them; MoE models read the shared part plus the expected share of
+routed experts that at least one of the ``N`` tokens selects,
+``1 - (1 - k / E) ** N`` for ``k`` of ``E`` experts (independent uniform
+routing), so a one-token step of DeepSeek-V3 reads ~37B parameters and a
+large batch reads all 671B. Decode attention reads each sequence's KV
+cache once (``C`` tokens); prefill writes the KV of its ``P`` new tokens
+(FlashAttention keeps prefill attention on chip, so its reads of earlier
+context are not counted). A GPU holds ``1 / min(tp, kv_heads)`` of each
+token's KV for GQA (heads are replicated beyond ``kv_heads``) and all of
+it for MLA (the latent is shared by every head, so vLLM replicates it).
+
+**comm** (seconds, only when ``tp > 1``)::
+
+    2 * layers * (allreduce_latency
+                  + 2 * (tp - 1) / tp * N * hidden * 2 bytes / link_bandwidth)
+
+Two ring all-reduces of the BF16 activations per layer (after attention
+and after the MLP), not overlapped with compute.
+
+**step** = ``overhead_ms + 1000 * (max(compute, memory) + comm)``.
+
+**KV capacity** per replica, in blocks of ``block_size`` tokens::
+
+    floor(free_per_gpu / (kv_bytes_per_token_per_gpu * block_size))
+    free_per_gpu = hbm * gpu_memory_utilization - weight_bytes / tp
+                   - activation_reserve
+
+which for GQA with ``tp <= kv_heads`` equals ``floor((tp * hbm * util -
+weight_bytes - tp * activation_reserve) / (kv_bytes_per_token *
+block_size))``. Weights count in full (all experts) for MoE.
+
+**Calibration.** ``mfu``, ``mbu``, ``overhead_ms`` and
+``attention_efficiency`` default to a named set of efficiencies
+(:data:`~inferasim.sim.presets.CALIBRATIONS`): ``"v0.2"`` (default on
+the H100 preset) is
+fitted to vLLM measurements of Llama-3.1-8B on an H100 SXM (BF16) and
+prices its prefills of 512 / 2k / 8k / 32k tokens at 11.8 / 45.0 / 197 /
+1116 ms (measured ~12 / 44 / 200 / 1113); ``"v0.1"`` keeps the earlier
+factors (mfu 0.45, mbu 0.8, overhead 0.5 ms), still the default on
+other GPUs. :meth:`RooflineCostModel.calibrate` fits them
+to your own measurements. A step whose KV provably cannot fit the GPU's
+KV budget (its new tokens plus one sequence's context exceed it, which no
+prefix sharing can change) warns once per model; a batch whose summed
+contexts exceed the budget is not flagged, since shared prefixes may
+make it fit.
+
+**Limits.** A roofline is a lower bound on step time. It fits dense
+models well (see ``mbu``) but is optimistic where real kernels are far
+from peak: small-batch MoE decode (DeepSeek-V3 on 8 H200s prices a
+one-token step at 2.4 ms; a public vLLM run of an AWQ build on 8
+H100/H200s reports 61.5 tokens/s, 16 ms) and ROCm stacks. Calibrate
+``mbu``/``mfu``/``overhead_ms`` to a measurement, or fit a
+:class:`~inferasim.sim.cost.LinearCostModel`.
 """
 
 from __future__ import annotations
 
 import math
 import warnings
-from itertools import accumulate
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from inferasim.sim._roofline_kernel import RooflineKernel
-from inferasim.sim.calibrate import (
-    Calibration,
-    check_names,
-    measurements_frame,
-    report_frame,
-    step_arguments,
-)
+from inferasim.sim.calibrate import Calibration, fit_roofline
 from inferasim.sim.cost import ArrayLike, prefill_attention_pairs
 from inferasim.sim.presets import (
     GPUSpec,
@@ -37,101 +112,147 @@ __all__ = ["RooflineCostModel"]
 _ARG_NAMES = ("prefill_tokens", "prefill_attention", "decode_seqs", "decode_context")
 _INF = float("inf")
 _NUMBER = (int, float)  # (a tuple: ``int | float`` would build a union at every call)
-# decode runs longer than this read step times from a per-batch-size table
-_TABLE_MIN_STEPS = 3
-# Runs of at most this many steps into an array("d") are summed by accumulate on
-# Python floats (sequential too: the same sums as cumsum), not in numpy.
-_ACCUMULATE_MAX_STEPS = 40
-# ... and runs of at most this many steps into a list (no copy in as doubles to save)
-_ACCUMULATE_MAX_LIST_STEPS = 96
-# at most this many table entries (8 bytes each) per model; past it runs are priced step by step
-_TABLE_MAX_ENTRIES = 1 << 22
+
+
+def _step_arrays(*values: ArrayLike) -> list[np.ndarray]:
+    """``step_time_ms``'s arguments as float64 arrays, checked finite and >= 0."""
+    out = []
+    for name, value in zip(_ARG_NAMES, values, strict=True):
+        arr = np.asarray(value, dtype=np.float64)
+        if arr.size and not (np.isfinite(arr).all() and arr.min() >= 0):
+            bad = arr[~np.isfinite(arr)] if not np.isfinite(arr).all() else arr.min()
+            shown = float(np.ravel(bad)[0])
+            raise ValueError(f"{name} must be finite and >= 0, got min {shown!r}")
+        out.append(arr)
+    return out
+
+
+def _headline(m: Any) -> pd.Series:
+    """:meth:`RooflineCostModel.describe` of the model ``m``."""
+    try:
+        blocks: float | int = m.kv_capacity_blocks(512)
+    except ValueError:
+        blocks = float("nan")
+    prefill_ms = m.step_time_ms(4096, prefill_attention_pairs(4096, 0), 0, 0)
+    return pd.Series(
+        {
+            "model": m.model_spec.name,
+            "gpu": m.gpu_spec.name,
+            "tp": int(m.tp),
+            "weight_GB": round(m.weight_bytes / 1e9, 2),
+            "kv_bytes_per_token": int(m.kv_bytes_per_token),
+            "kv_blocks_512": blocks,
+            "prefill_tok_per_s_4k": round(4096 / (prefill_ms / 1e3)),
+            "decode_ms_batch1_ctx2k": round(m.step_time_ms(0, 0, 1, 2048), 3),
+            "decode_ms_batch64_ctx2k": round(m.step_time_ms(0, 0, 64, 64 * 2048), 3),
+        },
+        name="roofline",
+        dtype=object,
+    )
+
+
+class KvBudget:
+    """One GPU's memory for KV after the weights, and the model's what-if warning.
+
+    ``free`` bytes per GPU are left for the KV cache (``hbm *
+    gpu_memory_utilization - weight_bytes / tp - activation_reserve``);
+    ``limit`` is the tokens of KV that fit there. A step whose KV provably
+    exceeds it warns once per model (:meth:`check`): ``C + P``
+    counts a shared prefix once per sequence that reads it, so it may exceed
+    what prefix caching actually holds; what no sharing can shrink is the
+    new tokens ``P`` plus the longest context of any one sequence, which is
+    at least the mean decode context ``C / D`` and the mean cached context
+    of the prefill chunks, ``A / P - (P + 1) / 2``.
+
+    Examples
+    --------
+    >>> import warnings
+    >>> m = RooflineCostModel()
+    >>> with warnings.catch_warnings(record=True) as w:
+    ...     warnings.simplefilter("always")
+    ...     _ = m.step_time_ms(0, 0, 1, 10**7)
+    >>> m._kv.warned, "what-if" in str(w[0].message)
+    (True, True)
+    """
+
+    def __init__(self, model: Any) -> None:
+        gs, tp = model.gpu_spec, int(model.tp)
+        self.model = model
+        self.budget = gs.hbm_gb * 1e9 * model.gpu_memory_utilization
+        self.reserve = model.activation_reserve_gb * 1e9
+        self.free = self.budget - model.weight_bytes / tp - self.reserve
+        # (when the weights do not fit, blocks() raises and steps are what-ifs)
+        self.limit = self.free / model._kv_gpu if self.free > 0 else float("inf")
+        self.warned = False
+
+    def blocks(self, block_size: int) -> int:
+        """KV blocks of ``block_size`` tokens the replica holds (ValueError when
+        the weights leave no room for one)."""
+        m = self.model
+        free = self.free
+        if free <= 0:
+            raise ValueError(self._no_room())
+        blocks = math.floor(free / (m._kv_gpu * int(block_size)))
+        if blocks < 1:
+            raise ValueError(
+                f"only {free / 1e9:.2f} GB per GPU is left for the KV cache of "
+                f"{m.model_spec.name}, less than one block of {block_size} tokens "
+                f"({m._kv_gpu * block_size / 1e9:.3f} GB); use a larger tp or GPU"
+            )
+        return int(blocks)
+
+    def _no_room(self) -> str:
+        """Why the weights leave no KV memory, and what would."""
+        m = self.model
+        gs, tp = m.gpu_spec, int(m.tp)
+        budget, reserve = self.budget, self.reserve
+        need_tp = math.ceil(m.weight_bytes / (budget - reserve)) if budget > reserve else None
+        if need_tp is None:
+            hint = "lower activation_reserve_gb or raise gpu_memory_utilization"
+        else:
+            pow2 = 1 << (need_tp - 1).bit_length()
+            hint = f"use tp >= {need_tp} (e.g. tp={pow2}) or a GPU with more HBM"
+        return (
+            f"{m.model_spec.name} weights need {m.weight_bytes / 1e9:.1f} GB "
+            f"({m.model_spec.params / 1e9:.2f}B params x {m.weight_dtype_bytes} bytes) "
+            f"= {m.weight_bytes / tp / 1e9:.1f} GB per GPU at tp={tp}, but each "
+            f"{gs.name} offers {budget / 1e9:.1f} GB ({gs.hbm_gb:g} GB x "
+            f"gpu_memory_utilization {m.gpu_memory_utilization:g}) minus "
+            f"{m.activation_reserve_gb:g} GB activation reserve; {hint}"
+        )
+
+    def check(self, p: Any, a: Any, d: Any, c: Any) -> None:
+        """Warn (once) when the steps ``(p, a, d, c)`` (scalars or arrays) cannot fit."""
+        p, a, d, c = (np.asarray(x, dtype=np.float64) for x in (p, a, d, c))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            pre = np.where(p > 0, np.maximum(a / p - (p + 1.0) / 2.0, 0.0), 0.0)
+            dec = np.where(d > 0, c / d, 0.0)
+        floor = p + np.maximum(pre, dec)
+        if floor.size and float(floor.max()) > self.limit:
+            self.warn(float(floor.max()))
+
+    def warn(self, tokens: float) -> None:
+        """Warn (once) that a step holds at least ``tokens`` of KV."""
+        if self.warned:
+            return
+        self.warned = True
+        m = self.model
+        warnings.warn(
+            f"{m!r} priced a step holding at least {tokens:,.0f} tokens of KV (new tokens plus "
+            f"one sequence's context, whatever the prefix sharing), more than "
+            f"the {self.limit:,.0f} that fit in {m.gpu_spec.name} HBM after "
+            f"weights (gpu_memory_utilization={m.gpu_memory_utilization:g}); the step "
+            "time is a what-if (warned once per model)",
+            UserWarning,
+            stacklevel=4,
+        )
 
 
 class RooflineCostModel:
     """Step time from FLOPs and bytes: ``overhead + max(compute, memory) + comm``.
 
-    One engine step runs ``P = prefill_tokens`` new prompt tokens (cached
-    tokens excluded) whose attention covers ``A = prefill_attention``
-    query-key pairs, plus one token for each of ``D = decode_seqs`` decoding
-    sequences whose contexts sum to ``C = decode_context`` tokens. With
-    ``N = P + D`` tokens through the weights:
-
-    **compute** (seconds)::
-
-        (2 * active_params * N + attention_flops_per_pair * (A + C) * mfu / attention_efficiency)
-        / (tp * peak_flops * mfu)
-
-    i.e. the weight GEMMs run at ``mfu`` of peak and attention at
-    ``attention_efficiency`` of peak (equal to ``mfu`` unless set).
-
-    ``2 * active_params`` FLOPs per token (multiply and add per weight; for
-    MoE the *active* parameters; the input-embedding lookup is counted like a
-    matmul, which overstates Llama-3.1-8B by 6.5%). ``attention_flops_per_pair``
-    is ``2 * layers * heads * (qk_dim + v_dim)``, i.e. ``4 * layers * heads *
-    head_dim`` for QK^T and AV (see :attr:`ModelSpec.attention_flops_per_pair`).
-    Peak is the dense BF16 datasheet number, or FP8 when ``dtype_bytes == 1``
-    and the GPU has FP8. FLOPs split evenly over the ``tp`` GPUs.
-
-    **memory** (seconds, per GPU, all GPUs in parallel)::
-
-        (weight_bytes_read / tp + kv_bytes_per_token_per_gpu * (C + P))
-        / (hbm_bandwidth * mbu)
-
-    Weights are read once per step whatever the batch. Dense models read all
-    of them; MoE models read the shared part plus the expected share of
-    routed experts that at least one of the ``N`` tokens selects,
-    ``1 - (1 - k / E) ** N`` for ``k`` of ``E`` experts (independent uniform
-    routing), so a one-token step of DeepSeek-V3 reads ~37B parameters and a
-    large batch reads all 671B. Decode attention reads each sequence's KV
-    cache once (``C`` tokens); prefill writes the KV of its ``P`` new tokens
-    (FlashAttention keeps prefill attention on chip, so its reads of earlier
-    context are not counted). A GPU holds ``1 / min(tp, kv_heads)`` of each
-    token's KV for GQA (heads are replicated beyond ``kv_heads``) and all of
-    it for MLA (the latent is shared by every head, so vLLM replicates it).
-
-    **comm** (seconds, only when ``tp > 1``)::
-
-        2 * layers * (allreduce_latency
-                      + 2 * (tp - 1) / tp * N * hidden * 2 bytes / link_bandwidth)
-
-    Two ring all-reduces of the BF16 activations per layer (after attention
-    and after the MLP), not overlapped with compute.
-
-    **step** = ``overhead_ms + 1000 * (max(compute, memory) + comm)``.
-
-    **KV capacity** per replica, in blocks of ``block_size`` tokens::
-
-        floor(free_per_gpu / (kv_bytes_per_token_per_gpu * block_size))
-        free_per_gpu = hbm * gpu_memory_utilization - weight_bytes / tp
-                       - activation_reserve
-
-    which for GQA with ``tp <= kv_heads`` equals ``floor((tp * hbm * util -
-    weight_bytes - tp * activation_reserve) / (kv_bytes_per_token *
-    block_size))``. Weights count in full (all experts) for MoE.
-
-    **Calibration.** ``mfu``, ``mbu``, ``overhead_ms`` and
-    ``attention_efficiency`` default to a named set of efficiencies
-    (:data:`~inferasim.sim.presets.CALIBRATIONS`): ``"v0.2"`` (default on
-    the H100 preset) is
-    fitted to vLLM measurements of Llama-3.1-8B on an H100 SXM (BF16) and
-    prices its prefills of 512 / 2k / 8k / 32k tokens at 11.8 / 45.0 / 197 /
-    1116 ms (measured ~12 / 44 / 200 / 1113); ``"v0.1"`` keeps the earlier
-    factors (mfu 0.45, mbu 0.8, overhead 0.5 ms), still the default on
-    other GPUs. :meth:`calibrate` fits them
-    to your own measurements. A step whose KV provably cannot fit the GPU's
-    KV budget (its new tokens plus one sequence's context exceed it, which no
-    prefix sharing can change) warns once per model; a batch whose summed
-    contexts exceed the budget is not flagged, since shared prefixes may
-    make it fit.
-
-    **Limits.** A roofline is a lower bound on step time. It fits dense
-    models well (see ``mbu``) but is optimistic where real kernels are far
-    from peak: small-batch MoE decode (DeepSeek-V3 on 8 H200s prices a
-    one-token step at 2.4 ms; a public vLLM run of an AWQ build on 8
-    H100/H200s reports 61.5 tokens/s, 16 ms) and ROCm stacks. Calibrate
-    ``mbu``/``mfu``/``overhead_ms`` to a measurement, or fit a
-    :class:`~inferasim.sim.cost.LinearCostModel`.
+    The formulas, the calibration presets and the model's limits are in the
+    module docstring (:mod:`inferasim.sim.roofline`).
 
     Parameters
     ----------
@@ -270,48 +391,9 @@ class RooflineCostModel:
         else:
             self._comm_fixed_s = 0.0
             self._comm_per_token_s = 0.0
-        # tokens of KV the GPU can hold (see _kv_floor: above this warns once)
-        budget = gs.hbm_gb * 1e9 * self.gpu_memory_utilization
-        free = budget - self.weight_bytes / tp - self.activation_reserve_gb * 1e9
-        # (when the weights do not fit, kv_capacity_blocks raises and steps are what-ifs)
-        self._kv_limit_tokens = free / self._kv_gpu if free > 0 else float("inf")
-        self._warned_kv = False
-        # decode step times by context, per batch size (see _dt_table): b -> (lo, hi, dts)
-        self._dt_tables: dict[int, tuple[int, int, np.ndarray]] = {}
-        self._dt_size = 0
+        self._kv = KvBudget(self)  # (the KV memory per GPU; the what-if warning)
         # the scalar formulas on these constants (compiled with the simulator's core)
         self._kernel = RooflineKernel(self)
-
-    def _check_kv(self, p: Any, a: Any, d: Any, c: Any) -> None:
-        """Warn once when the step's KV provably exceeds the GPU's budget.
-
-        ``C + P`` counts a shared prefix once per sequence that reads it, so
-        it may exceed what prefix caching actually holds. What no sharing
-        can shrink: the new tokens ``P`` plus the longest context of any one
-        sequence, which is at least the mean decode context ``C / D`` and
-        the mean cached context of the prefill chunks, ``A / P - (P + 1) / 2``.
-        """
-        p, a, d, c = (np.asarray(x, dtype=np.float64) for x in (p, a, d, c))
-        with np.errstate(divide="ignore", invalid="ignore"):
-            pre = np.where(p > 0, np.maximum(a / p - (p + 1.0) / 2.0, 0.0), 0.0)
-            dec = np.where(d > 0, c / d, 0.0)
-        floor = p + np.maximum(pre, dec)
-        if floor.size and float(floor.max()) > self._kv_limit_tokens:
-            self._warn_kv(float(floor.max()))
-
-    def _warn_kv(self, tokens: float) -> None:
-        if self._warned_kv:
-            return
-        self._warned_kv = True
-        warnings.warn(
-            f"{self!r} priced a step holding at least {tokens:,.0f} tokens of KV (new tokens plus "
-            f"one sequence's context, whatever the prefix sharing), more than "
-            f"the {self._kv_limit_tokens:,.0f} that fit in {self.gpu_spec.name} HBM after "
-            f"weights (gpu_memory_utilization={self.gpu_memory_utilization:g}); the step "
-            "time is a what-if (warned once per model)",
-            UserWarning,
-            stacklevel=3,
-        )
 
     @property
     def weight_dtype_bytes(self) -> int:
@@ -393,25 +475,12 @@ class RooflineCostModel:
             # Scalar fast path (the simulator prices one step at a time): the
             # same IEEE operations in the same order as the array path below,
             # so both give bit-identical results (tested).
-            lim = self._kv_limit_tokens
-            if (p + c > lim or a > (lim - p) * p) and not self._warned_kv:
-                self._check_kv(p, a, d, c)
-            return self._step_scalar(float(p), float(a), float(d), float(c))
-        args = []
-        for name, value in zip(
-            _ARG_NAMES,
-            (prefill_tokens, prefill_attention, decode_seqs, decode_context),
-            strict=True,
-        ):
-            arr = np.asarray(value, dtype=np.float64)
-            if arr.size and not (np.isfinite(arr).all() and arr.min() >= 0):
-                bad = arr[~np.isfinite(arr)] if not np.isfinite(arr).all() else arr.min()
-                shown = float(np.ravel(bad)[0])
-                raise ValueError(f"{name} must be finite and >= 0, got min {shown!r}")
-            args.append(arr)
-        p, a, d, c = args
-        if not self._warned_kv:
-            self._check_kv(p, a, d, c)
+            fp, fa, fd, fc = float(p), float(a), float(d), float(c)
+            self._kernel.check_fit(fp, fa, fd, fc)
+            return self._kernel.formula(fp, fa, fd, fc)
+        p, a, d, c = _step_arrays(prefill_tokens, prefill_attention, decode_seqs, decode_context)
+        if not self._kv.warned:
+            self._kv.check(p, a, d, c)
         n = p + d
         compute = (self._flops_per_token * n + self._flops_per_pair * (a + c)) / self._flops_per_s
         if self.model_spec.is_moe:
@@ -424,104 +493,8 @@ class RooflineCostModel:
         out = self.overhead_ms + 1e3 * (np.maximum(compute, memory) + comm)
         return float(out) if np.ndim(out) == 0 else out
 
-    def _step_scalar(self, p: float, a: float, d: float, c: float) -> float:
-        return self._kernel.step(p, a, d, c)
-
-    def _decode_run(self, ends: Any, e: float, b: int, s: int, k: int) -> float:
-        """Append the ends of ``k`` pure-decode steps to ``ends`` (engine use).
-
-        ``ends`` is a list of floats or an ``array("d")``.
-
-        Step ``j`` decodes ``b`` sequences with ``s + b * j`` tokens of context
-        and ends at ``e + dt_0 + ... + dt_j`` (summed left to right). Each
-        ``dt`` is bit-identical to ``step_time_ms(0, 0, b, s + b * j)``: the
-        same operations with the zero prefill terms dropped (``x + 0.0 == x``
-        for ``x >= 0``) and no argument checks. Returns the last end.
-
-        Runs of more than a few steps read the step times from a table of
-        ``dt`` by context for this ``b`` (:meth:`_dt_table`, the same
-        operations elementwise in numpy), then sum them left to right in C
-        (an in-place cumulative sum, or :func:`itertools.accumulate` for short
-        runs into a list: both sequential, so equal to the loop's ``e += dt``).
-        """
-        if b > 0 and k > _TABLE_MIN_STEPS:
-            c1 = s + b * (k - 1)
-            if c1 / b > self._kv_limit_tokens:
-                self._warn_kv(c1 / b)
-            tab = self._dt_tables.get(b)
-            if tab is None or s < tab[0] or c1 >= tab[1]:
-                tab = self._dt_table(b, s, c1)
-            if tab is not None:
-                lo, _, dts = tab
-                seg = dts[s - lo : c1 - lo + 1 : b]
-                to_list = type(ends) is list
-                # short runs: accumulate on Python floats (numpy's fixed costs dominate);
-                # longer ones: a copy summed in place (both sequential: the same sums)
-                if k <= (_ACCUMULATE_MAX_LIST_STEPS if to_list else _ACCUMULATE_MAX_STEPS):
-                    it = accumulate(seg.tolist(), initial=e)
-                    next(it)
-                    ends.extend(it)
-                    return ends[-1]
-                seg = seg.copy()
-                seg[0] += e
-                seg.cumsum(out=seg)
-                if to_list:
-                    ends.extend(seg.tolist())
-                else:  # an array("d") (the engine's): copied in as doubles
-                    ends.frombytes(seg.tobytes())
-                return ends[-1]
-        return self._decode_loop(ends, e, b, s, k)
-
-    def _dt_table(self, b: int, s: int, c1: int) -> tuple[int, int, np.ndarray] | None:
-        """A table of decode step times of ``b`` sequences by context covering
-        ``[s, c1]`` (grown from the one cached for ``b``); None past the size cap.
-
-        Entry ``c - lo`` is ``step_time_ms(0, 0, b, c)``, bit for bit: the
-        operations of :meth:`_decode_dt` elementwise (IEEE arithmetic, the
-        same in numpy as on Python floats), without its KV-fit warning (the
-        caller warns for the contexts it reads, as the loop does).
-        """
-        old = self._dt_tables.get(b)
-        lo, hi = s, c1 + 1
-        if old is not None:
-            lo, hi = min(lo, old[0]), max(hi, old[1])
-            self._dt_size -= old[1] - old[0]
-        span = hi - lo
-        grow = span if span > 4096 else 4096  # amortise: each rebuild at least doubles
-        lo = lo - grow // 4 if lo > grow // 4 else 0
-        hi = hi + grow
-        if self._dt_size + (hi - lo) > _TABLE_MAX_ENTRIES:
-            if old is not None:
-                self._dt_size += old[1] - old[0]
-            return None
-        n = float(b)
-        weights, comm = self._batch_fixed(n)
-        c = np.arange(lo, hi, dtype=np.float64)
-        compute = (self._flops_per_token * n + self._flops_per_pair * c) / self._flops_per_s
-        memory = (weights + self._kv_gpu * c) / self._bytes_per_s
-        dts = self.overhead_ms + 1e3 * (np.maximum(compute, memory) + comm)
-        tab = (lo, hi, dts)
-        self._dt_tables[b] = tab
-        self._dt_size += hi - lo
-        return tab
-
-    def _batch_fixed(self, n: float) -> tuple[float, float]:
-        """Weight bytes read and communication seconds of a decode step of ``n``
-        sequences: the terms of :meth:`step_time_ms` that do not depend on the
-        context (the same operations, so the tables stay bit-identical)."""
-        comm = self._comm_fixed_s + self._comm_per_token_s * n
-        if self.model_spec.is_moe:
-            weights = self._dense_bytes_gpu + self._expert_bytes_gpu * (
-                1.0 - float(np.power(self._miss, n))
-            )
-        else:
-            weights = self._dense_bytes_gpu
-        return weights, comm
-
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
-        state["_dt_tables"] = {}  # a cache: not pickled (sweeps ship models to workers)
-        state["_dt_size"] = 0
         del state["_kernel"]  # (rebuilt from the constants)
         return state
 
@@ -529,48 +502,25 @@ class RooflineCostModel:
         self.__dict__.update(state)
         self._kernel = RooflineKernel(self)
 
-    def _native_kernel(self) -> RooflineKernel | None:
-        """The kernel the scheduler may call instead of :meth:`step_time_ms` and
-        :meth:`_decode_run` (None when a subclass overrides either)."""
-        cls = type(self)
-        if (
-            cls.step_time_ms is RooflineCostModel.step_time_ms
-            and cls._decode_run is RooflineCostModel._decode_run
-            and cls._step_scalar is RooflineCostModel._step_scalar
-        ):
+    def kernel(self) -> RooflineKernel | None:
+        """The compiled kernel the simulator prices this model's steps with (see
+        :mod:`inferasim.sim.cost`); None when a subclass overrides
+        :meth:`step_time_ms` (the simulator then calls it).
+
+        The kernel is the scalar copy of this model's array formula (the same
+        operations in the same order, bit-identical results): calling
+        :meth:`step_time_ms` per step instead costs the conversation benchmark
+        row about 2x (measured in one process, alternating).
+
+        Examples
+        --------
+        >>> m = RooflineCostModel()
+        >>> m.kernel().step(512, 131328, 2, 4096) == m.step_time_ms(512, 131328, 2, 4096)
+        True
+        """
+        if type(self).step_time_ms is RooflineCostModel.step_time_ms:
             return self._kernel
         return None
-
-    def _decode_loop(self, ends: Any, e: float, b: int, s: int, k: int) -> float:
-        """:meth:`_decode_run` step by step (short runs; see ``RooflineKernel.run``)."""
-        if type(ends) is list:
-            return self._kernel.run(ends, e, b, s, k)
-        run: list[float] = []
-        e = self._kernel.run(run, e, b, s, k)
-        ends.extend(run)
-        return e
-
-    def _decode_dt(self, b: np.ndarray, c: np.ndarray) -> np.ndarray:
-        """Times of pure-decode steps of ``b`` sequences with ``c`` context (engine use).
-
-        Elementwise bit-identical to ``step_time_ms(0, 0, b, c)`` for int64
-        arrays ``b, c >= 0``, without the argument checks.
-        """
-        n = b.astype(np.float64)
-        c = c.astype(np.float64)
-        # max(c / n) <= c.max() / n.min(): two reductions rule out the warning
-        # in nearly every call; the exact check runs only when the bound fails
-        if c.size and not self._warned_kv and c.max() > self._kv_limit_tokens * n.min():
-            self._check_kv(0.0, 0.0, n, c)
-        compute = (self._flops_per_token * n + self._flops_per_pair * c) / self._flops_per_s
-        if self.model_spec.is_moe:
-            touched = 1.0 - np.power(self._miss, n)
-            weights = self._dense_bytes_gpu + self._expert_bytes_gpu * touched
-        else:
-            weights = self._dense_bytes_gpu
-        memory = (weights + self._kv_gpu * c) / self._bytes_per_s
-        comm = self._comm_fixed_s + self._comm_per_token_s * n
-        return self.overhead_ms + 1e3 * (np.maximum(compute, memory) + comm)
 
     def kv_capacity_blocks(self, block_size: int) -> int:
         """KV-cache blocks of ``block_size`` tokens one replica holds.
@@ -591,38 +541,7 @@ class RooflineCostModel:
             raise ValueError(f"block_size must be a positive int, got {block_size!r}")
         if block_size < 1:
             raise ValueError(f"block_size must be a positive int, got {block_size!r}")
-        free = self._free_bytes_per_gpu()
-        blocks = math.floor(free / (self._kv_gpu * int(block_size)))
-        if blocks < 1:
-            raise ValueError(
-                f"only {free / 1e9:.2f} GB per GPU is left for the KV cache of "
-                f"{self.model_spec.name}, less than one block of {block_size} tokens "
-                f"({self._kv_gpu * block_size / 1e9:.3f} GB); use a larger tp or GPU"
-            )
-        return int(blocks)
-
-    # ------------------------------------------------------------------- helpers
-    def _free_bytes_per_gpu(self) -> float:
-        gs, tp = self.gpu_spec, int(self.tp)
-        budget = gs.hbm_gb * 1e9 * self.gpu_memory_utilization
-        reserve = self.activation_reserve_gb * 1e9
-        free = budget - self.weight_bytes / tp - reserve
-        if free > 0:
-            return free
-        need_tp = math.ceil(self.weight_bytes / (budget - reserve)) if budget > reserve else None
-        if need_tp is None:
-            hint = "lower activation_reserve_gb or raise gpu_memory_utilization"
-        else:
-            pow2 = 1 << (need_tp - 1).bit_length()
-            hint = f"use tp >= {need_tp} (e.g. tp={pow2}) or a GPU with more HBM"
-        raise ValueError(
-            f"{self.model_spec.name} weights need {self.weight_bytes / 1e9:.1f} GB "
-            f"({self.model_spec.params / 1e9:.2f}B params x {self.weight_dtype_bytes} bytes) "
-            f"= {self.weight_bytes / tp / 1e9:.1f} GB per GPU at tp={tp}, but each "
-            f"{gs.name} offers {budget / 1e9:.1f} GB ({gs.hbm_gb:g} GB x "
-            f"gpu_memory_utilization {self.gpu_memory_utilization:g}) minus "
-            f"{self.activation_reserve_gb:g} GB activation reserve; {hint}"
-        )
+        return self._kv.blocks(int(block_size))
 
     def describe(self) -> pd.Series:
         """Headline numbers of this configuration as a pandas Series.
@@ -638,26 +557,7 @@ class RooflineCostModel:
         ['model', 'gpu', 'tp', 'weight_GB', 'kv_bytes_per_token', 'kv_blocks_512',
          'prefill_tok_per_s_4k', 'decode_ms_batch1_ctx2k', 'decode_ms_batch64_ctx2k']
         """
-        try:
-            blocks: float | int = self.kv_capacity_blocks(512)
-        except ValueError:
-            blocks = float("nan")
-        prefill_ms = self.step_time_ms(4096, prefill_attention_pairs(4096, 0), 0, 0)
-        return pd.Series(
-            {
-                "model": self.model_spec.name,
-                "gpu": self.gpu_spec.name,
-                "tp": int(self.tp),
-                "weight_GB": round(self.weight_bytes / 1e9, 2),
-                "kv_bytes_per_token": int(self.kv_bytes_per_token),
-                "kv_blocks_512": blocks,
-                "prefill_tok_per_s_4k": round(4096 / (prefill_ms / 1e3)),
-                "decode_ms_batch1_ctx2k": round(self.step_time_ms(0, 0, 1, 2048), 3),
-                "decode_ms_batch64_ctx2k": round(self.step_time_ms(0, 0, 64, 64 * 2048), 3),
-            },
-            name="roofline",
-            dtype=object,
-        )
+        return _headline(self)
 
     def __repr__(self) -> str:
         model = self.model if isinstance(self.model, str) else self.model_spec.name
@@ -739,37 +639,7 @@ class RooflineCostModel:
         >>> {k: round(v, 4) for k, v in fit.params.items()}
         {'mfu': 0.6, 'mbu': 0.7, 'overhead_ms': 1.0}
         """
-        from scipy.optimize import least_squares
-
         names = list(parameters)
         if attention and "attention_efficiency" not in names:
             names.append("attention_efficiency")
-        names = check_names(
-            names, ("mfu", "mbu", "overhead_ms", "attention_efficiency"), "calibrate"
-        )
-        df = measurements_frame(measurements)
-        p, a, d, c = step_arguments(df)
-        measured = df["ms"].to_numpy(dtype=np.float64)
-
-        start = []
-        for n in names:
-            value = getattr(self, n)
-            start.append(self.mfu if value is None else float(value))
-        lower = [0.0 if n == "overhead_ms" else 1e-3 for n in names]
-        upper = [np.inf if n == "overhead_ms" else 1.0 for n in names]
-        x0 = np.clip(np.array(start), lower, [u if np.isfinite(u) else 1e9 for u in upper])
-
-        def residuals(x: np.ndarray) -> np.ndarray:
-            m = self._with(**dict(zip(names, map(float, x), strict=True)))
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", UserWarning)
-                return (np.asarray(m.step_time_ms(p, a, d, c)) - measured) / measured
-
-        sol = least_squares(residuals, x0, bounds=(lower, upper), x_scale="jac", method="trf")
-        params = {n: float(v) for n, v in zip(names, sol.x, strict=True)}
-        fitted = self._with(**params)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", UserWarning)
-            predicted = np.asarray(fitted.step_time_ms(p, a, d, c), dtype=np.float64)
-            before = np.asarray(self.step_time_ms(p, a, d, c), dtype=np.float64)
-        return Calibration(fitted, report_frame(df, predicted, before), params)
+        return fit_roofline(self, measurements, names)

@@ -5,16 +5,18 @@ from __future__ import annotations
 import math
 import numbers
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from inferasim.sim.admission import make_admission
-from inferasim.sim.cache import EVICTION_POLICIES
+from inferasim.sim.arrivals import MIN_TIMELINE_MS
+from inferasim.sim.cache import make_policy
 from inferasim.sim.config import Disaggregated, EngineConfig, _positive_int
 from inferasim.sim.config import get_params as _get_params
 from inferasim.sim.config import set_params as _set_params
-from inferasim.sim.engine import MIN_TIMELINE_MS, simulate, simulate_disaggregated
+from inferasim.sim.engine import Topology, simulate
 from inferasim.sim.result import SimResult
 from inferasim.sim.router import make_router
 from inferasim.sim.tierconfig import Tier, Tiers, as_tiers
@@ -57,10 +59,12 @@ class Simulator:
     engine : EngineConfig, optional
         The replicas' scheduler settings (batch limits, chunked prefill);
         default ``EngineConfig()``.
-    eviction : {"lru", "fifo", "lfu", "length_aware"}, default "lru"
+    eviction : {"lru", "fifo", "lfu", "length_aware"} or EvictionPolicy, default "lru"
         Which evictable cached block goes when a new block is needed;
         ``"length_aware"`` is the Mooncake paper's policy (fewest hits first,
-        then the block deepest in its prompt; see :mod:`inferasim.sim.cache`).
+        then the block deepest in its prompt; see :mod:`inferasim.sim.cache`),
+        or an object following :class:`~inferasim.sim.eviction.EvictionPolicy`
+        (each replica gets its own copy).
     tiers : list of Tier or Tiers, optional
         KV tiers below each replica's HBM, in lookup order (host DRAM, SSD,
         a ``shared=True`` pool); see :class:`~inferasim.sim.tierconfig.Tier`,
@@ -214,51 +218,6 @@ class Simulator:
             setattr(self, head, _set_params(base, **inner))
         return self
 
-    def _cost(self) -> Any:
-        cost = self.cost_model
-        if cost is None:
-            from inferasim.sim.roofline import RooflineCostModel
-
-            cost = RooflineCostModel()
-        for name in ("step_time_ms", "kv_capacity_blocks"):
-            if not callable(getattr(cost, name, None)):
-                raise TypeError(f"cost_model needs a {name}() method, got {cost!r}")
-        return cost
-
-    def _fleet(self) -> int | Disaggregated:
-        """``replicas`` checked: an int, or a checked :class:`Disaggregated`."""
-        if isinstance(self.replicas, Disaggregated):
-            return self.replicas.checked()
-        return _positive_int(self.replicas, "replicas")
-
-    def _capacity(self, cost: Any, block_size: int) -> int:
-        """KV blocks per replica: ``kv_tokens // block_size``, or the cost model's."""
-        if self.kv_tokens is not None:
-            tokens = self.kv_tokens
-            if isinstance(tokens, bool) or not isinstance(tokens, numbers.Integral) or tokens < 1:
-                raise ValueError(f"kv_tokens must be a positive integer, got {tokens!r}")
-            if tokens >= 2**62:
-                raise ValueError(
-                    f"kv_tokens must be < 2**62, got {tokens!r} (any count above the tokens a "
-                    "workload can touch already means unbounded)"
-                )
-            if tokens < block_size:
-                raise ValueError(
-                    f"kv_tokens ({tokens}) holds no whole KV block of {block_size} tokens"
-                )
-            return int(tokens) // block_size
-        capacity = cost.kv_capacity_blocks(block_size)
-        if capacity is None:
-            raise ValueError(
-                "the cost model does not know the KV memory: give kv_tokens= (per replica)"
-            )
-        if capacity < 1:
-            raise ValueError(
-                f"the cost model leaves no KV memory ({capacity} blocks): the weights do not "
-                "fit, use a larger GPU or tensor parallelism"
-            )
-        return int(capacity)
-
     def run(
         self,
         workload: Workload,
@@ -318,13 +277,40 @@ class Simulator:
         """
         if not isinstance(workload, Workload):
             raise TypeError(f"run() needs a Workload, got {type(workload).__name__}")
-        fleet = self._fleet()
-        engine = (EngineConfig() if self.engine is None else self.engine)
+        plan = _RunPlan.of(self, workload, closed_loop, think_time, timeline_ms)
+        run = simulate(workload, plan.topology, **plan.settings(self, timeline_ms, progress))
+        if plan.links is not None:
+            run.sessions = (plan.links.session_id, plan.links.turn, plan.think)
+        return SimResult._build(workload, run, plan.config(self, workload, run, think_time))
+
+
+@dataclass
+class _RunPlan:
+    """What one :meth:`Simulator.run` simulates, checked: the resolved settings."""
+
+    topology: Topology
+    engine: EngineConfig
+    cost: Any
+    capacity: int
+    stack: Tiers
+    router: Any
+    admission: Any
+    parent: np.ndarray | None = None  # closed loop: each request's previous turn
+    think: np.ndarray | None = None  # closed loop: think times (NaN for first turns)
+    links: Any = None  # closed loop: the session links
+
+    @classmethod
+    def of(
+        cls, sim: Simulator, workload: Workload, closed_loop: bool, think_time: Any,
+        timeline_ms: float | None,
+    ) -> _RunPlan:
+        """Check every parameter of ``sim`` and of the run; resolve the defaults."""
+        fleet = _fleet(sim.replicas)
+        engine = EngineConfig() if sim.engine is None else sim.engine
         if not isinstance(engine, EngineConfig):
             raise TypeError(f"engine must be an EngineConfig, got {engine!r}")
         engine = engine.checked()
-        if self.eviction not in EVICTION_POLICIES:
-            raise ValueError(f"eviction must be one of {EVICTION_POLICIES}, got {self.eviction!r}")
+        make_policy(sim.eviction)  # (checked: a name, or an object with the policy's methods)
         if timeline_ms is not None and not (
             isinstance(timeline_ms, numbers.Real)
             and not isinstance(timeline_ms, bool)
@@ -333,110 +319,161 @@ class Simulator:
             raise ValueError(
                 f"timeline_ms must be a finite number >= {MIN_TIMELINE_MS} ms, got {timeline_ms!r}"
             )
-        stack = as_tiers(self.tiers)
         if not isinstance(closed_loop, bool):
             raise ValueError(f"closed_loop must be a bool, got {closed_loop!r}")
         if think_time is not None and not closed_loop:
             raise ValueError("think_time is only used with closed_loop=True")
-        if not isinstance(self.fast, bool):
-            raise ValueError(f"fast must be a bool, got {self.fast!r}")
-        cost = self._cost()
-        capacity = self._capacity(cost, workload.block_size)
-        admit = make_admission(self.admission)
-        router = make_router(self.routing, block_size=workload.block_size)
-        tiers = stack.tiers
-        hot = stack.replicate_hot_blocks
-        common = dict(
-            router=router,
+        if not isinstance(sim.fast, bool):
+            raise ValueError(f"fast must be a bool, got {sim.fast!r}")
+        cost = _cost(sim.cost_model)
+        plan = cls(
+            topology=_topology(fleet, cost),
+            engine=engine,
             cost=cost,
-            capacity=capacity,
-            max_num_seqs=engine.max_num_seqs,
-            max_batched_tokens=engine.max_batched_tokens,
-            chunked_prefill=engine.chunked_prefill,
-            eviction=self.eviction,
-            seed=self.seed,
-            sample_ms=timeline_ms,
-            jump=self.fast,
-            progress=bool(progress),
-            admission=admit,
-            tiers=tiers,
-            write_through=bool(tiers) and tiers[0].write == "through",
-            load_policy=stack.load_policy,
-            replicate_hot=None if hot is None else int(hot),
+            capacity=_capacity(sim.kv_tokens, cost, workload.block_size),
+            stack=as_tiers(sim.tiers),
+            router=make_router(sim.routing),
+            admission=make_admission(sim.admission),
         )
-        loop: dict[str, Any] = {}
         if closed_loop:
             from inferasim.sim.closed_loop import session_links, think_times
 
-            links = session_links(workload)
-            think = think_times(
-                workload, links, cost, think_time,
+            plan.links = session_links(workload)
+            plan.think = think_times(
+                workload, plan.links, cost, think_time,
                 max_batched_tokens=engine.max_batched_tokens,
                 chunked_prefill=engine.chunked_prefill,
             )
-            loop = {"parent": links.parent, "think": np.nan_to_num(think, nan=0.0)}
-        if isinstance(fleet, Disaggregated):
-            kvb = getattr(cost, "kv_bytes_per_token", None)
-            if not isinstance(kvb, numbers.Real) or not kvb >= 0:
-                raise ValueError(
-                    f"a disaggregated fleet needs the cost model's kv_bytes_per_token, got {kvb!r}"
-                )
-            run = simulate_disaggregated(
-                workload,
-                prefill_replicas=fleet.prefill,
-                decode_replicas=fleet.decode,
-                kv_bytes_per_token=float(kvb),
-                handoff_gbps=fleet.handoff_gbps,
-                handoff_latency_us=fleet.handoff_latency_us,
-                layerwise=fleet.layerwise,
-                **common,
-                **loop,
+            plan.parent = plan.links.parent
+        return plan
+
+    def settings(self, sim: Simulator, timeline_ms: float | None, progress: bool) -> dict[str, Any]:
+        """The keyword arguments of :func:`inferasim.sim.engine.simulate`."""
+        tiers = self.stack.tiers
+        hot = self.stack.replicate_hot_blocks
+        return dict(
+            router=self.router,
+            cost=self.cost,
+            capacity=self.capacity,
+            max_num_seqs=self.engine.max_num_seqs,
+            max_batched_tokens=self.engine.max_batched_tokens,
+            chunked_prefill=self.engine.chunked_prefill,
+            eviction=sim.eviction,
+            seed=sim.seed,
+            sample_ms=timeline_ms,
+            jump=sim.fast,
+            progress=bool(progress),
+            admission=self.admission,
+            tiers=tiers,
+            write_through=bool(tiers) and tiers[0].write == "through",
+            load_policy=self.stack.load_policy,
+            replicate_hot=None if hot is None else int(hot),
+            parent=self.parent,
+            think=None if self.think is None else np.nan_to_num(self.think, nan=0.0),
+        )
+
+    def config(
+        self, sim: Simulator, workload: Workload, run: Any, think_time: Any
+    ) -> dict[str, Any]:
+        """The ``SimResult.config`` of the run: what was simulated, as plain values."""
+        topo, engine = self.topology, self.engine
+        config: dict[str, Any] = {
+            "replicas": topo.prefill + topo.decode,
+            "routing": sim.routing if isinstance(sim.routing, str) else repr(sim.routing),
+            "cost_model": repr(self.cost),
+            "kv_tokens": self.capacity * workload.block_size,
+            "kv_blocks": self.capacity,
+            "block_size": workload.block_size,
+            "eviction": sim.eviction if isinstance(sim.eviction, str) else repr(sim.eviction),
+            "max_num_seqs": engine.max_num_seqs,
+            "max_batched_tokens": engine.max_batched_tokens,
+            "chunked_prefill": engine.chunked_prefill,
+            "seed": sim.seed,
+            "admission": None if sim.admission is None else repr(sim.admission),
+            "timeline_ms": run.replicas[0].rec.period if run.replicas else None,
+        }
+        if topo.decode:
+            config.update(
+                prefill_replicas=topo.prefill,
+                decode_replicas=topo.decode,
+                handoff_gbps=topo.handoff_gbps,
+                handoff_latency_us=topo.handoff_latency_us,
+                layerwise=topo.layerwise,
             )
-        else:
-            run = simulate(workload, num_replicas=fleet, **common, **loop)
-        if closed_loop:
-            run.sessions = (links.session_id, links.turn, think)
-        config = self._run_config(fleet, cost, capacity, workload, engine, stack, run)
-        if closed_loop:
+        stack = self.stack
+        if stack.tiers:
+            config["tiers"] = list(stack.tiers)
+            config["load_policy"] = stack.load_policy
+            if stack.replicate_hot_blocks is not None:
+                config["replicate_hot_blocks"] = int(stack.replicate_hot_blocks)
+        if self.links is not None:
             config["closed_loop"] = True
             config["think_time"] = (
                 think_time
                 if think_time is None or isinstance(think_time, int | float)
                 else repr(think_time)
             )
-        return SimResult._build(workload, run, config)
-
-    def _run_config(
-        self, fleet: int | Disaggregated, cost: Any, capacity: int, workload: Workload,
-        engine: EngineConfig, stack: Tiers, run: Any,
-    ) -> dict[str, Any]:
-        """The ``SimResult.config`` of a run: what was simulated, as plain values."""
-        config: dict[str, Any] = {
-            "replicas": fleet.replicas if isinstance(fleet, Disaggregated) else fleet,
-            "routing": self.routing if isinstance(self.routing, str) else repr(self.routing),
-            "cost_model": repr(cost),
-            "kv_tokens": capacity * workload.block_size,
-            "kv_blocks": capacity,
-            "block_size": workload.block_size,
-            "eviction": self.eviction,
-            "max_num_seqs": engine.max_num_seqs,
-            "max_batched_tokens": engine.max_batched_tokens,
-            "chunked_prefill": engine.chunked_prefill,
-            "seed": self.seed,
-            "admission": None if self.admission is None else repr(self.admission),
-            "timeline_ms": run.replicas[0].period if run.replicas else None,
-        }
-        if isinstance(fleet, Disaggregated):
-            config.update(
-                prefill_replicas=fleet.prefill,
-                decode_replicas=fleet.decode,
-                handoff_gbps=fleet.handoff_gbps,
-                handoff_latency_us=fleet.handoff_latency_us,
-                layerwise=fleet.layerwise,
-            )
-        if stack.tiers:
-            config["tiers"] = list(stack.tiers)
-            config["load_policy"] = stack.load_policy
-            if stack.replicate_hot_blocks is not None:
-                config["replicate_hot_blocks"] = int(stack.replicate_hot_blocks)
         return config
+
+
+def _fleet(replicas: Any) -> int | Disaggregated:
+    """``replicas`` checked: an int, or a checked :class:`Disaggregated`."""
+    if isinstance(replicas, Disaggregated):
+        return replicas.checked()
+    return _positive_int(replicas, "replicas")
+
+
+def _topology(fleet: int | Disaggregated, cost: Any) -> Topology:
+    """The engine's topology for a checked fleet (a disaggregated one needs the
+    cost model's KV bytes per token for its handoffs)."""
+    if not isinstance(fleet, Disaggregated):
+        return Topology(fleet)
+    kvb = getattr(cost, "kv_bytes_per_token", None)
+    if not isinstance(kvb, numbers.Real) or not kvb >= 0:
+        raise ValueError(
+            f"a disaggregated fleet needs the cost model's kv_bytes_per_token, got {kvb!r}"
+        )
+    return Topology(
+        fleet.prefill, fleet.decode, fleet.handoff_gbps, fleet.handoff_latency_us, fleet.layerwise
+    )
+
+
+def _cost(cost: Any) -> Any:
+    """The cost model (the default roofline when None), checked."""
+    if cost is None:
+        from inferasim.sim.roofline import RooflineCostModel
+
+        cost = RooflineCostModel()
+    for name in ("step_time_ms", "kv_capacity_blocks"):
+        if not callable(getattr(cost, name, None)):
+            raise TypeError(f"cost_model needs a {name}() method, got {cost!r}")
+    return cost
+
+
+def _capacity(kv_tokens: Any, cost: Any, block_size: int) -> int:
+    """KV blocks per replica: ``kv_tokens // block_size``, or the cost model's."""
+    if kv_tokens is not None:
+        tokens = kv_tokens
+        if isinstance(tokens, bool) or not isinstance(tokens, numbers.Integral) or tokens < 1:
+            raise ValueError(f"kv_tokens must be a positive integer, got {tokens!r}")
+        if tokens >= 2**62:
+            raise ValueError(
+                f"kv_tokens must be < 2**62, got {tokens!r} (any count above the tokens a "
+                "workload can touch already means unbounded)"
+            )
+        if tokens < block_size:
+            raise ValueError(
+                f"kv_tokens ({tokens}) holds no whole KV block of {block_size} tokens"
+            )
+        return int(tokens) // block_size
+    capacity = cost.kv_capacity_blocks(block_size)
+    if capacity is None:
+        raise ValueError(
+            "the cost model does not know the KV memory: give kv_tokens= (per replica)"
+        )
+    if capacity < 1:
+        raise ValueError(
+            f"the cost model leaves no KV memory ({capacity} blocks): the weights do not "
+            "fit, use a larger GPU or tensor parallelism"
+        )
+    return int(capacity)

@@ -33,16 +33,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from inferasim.sim.sequence import Seq
 from inferasim.sim.tierconfig import Tier
 from inferasim.sim.transfer import Link
 
-if TYPE_CHECKING:  # (scheduler imports this module; Seq is the owner of loads)
-    from inferasim.sim.scheduler import Seq
-
 # Internal (compiled with mypyc, see setup.py): the public class is Tier.
 __all__: list[str] = []
+
 
 def _load_order(o: Seq) -> tuple[float, int]:
     """Sort key of load owners: delivery time, then request id."""
@@ -144,6 +143,51 @@ class TierStore:
         self.head = 0
 
 
+class SharedLookup:
+    """Where each block of one request sits in the shared tiers, looked up once
+    for all the replicas whose tiers are all shared (they see the same stores),
+    and only as far as some replica's walk reaches (internal).
+
+    Examples
+    --------
+    >>> pool = {"pool": TierStore(8)}
+    >>> pool["pool"].put(5), pool["pool"].put(6)
+    (None, None)
+    >>> rt = ReplicaTiers([Tier("pool", 128, 1.0, 1.0, shared=True)], pool, 16, 1.0, False)
+    >>> look = SharedLookup([5, 6, 7, 5, 6], 5)
+    >>> rt.run([5, 6, 7, 5, 6], 0, 5, {}, look), rt.run([5, 6, 7, 5, 6], 1, 5, {7: 0, 5: 0}, look)
+    ((2, [2], []), (4, [1], [7, 5]))
+    >>> look.known  # (the repeats of 5 and 6 are misses from the start)
+    [0, 0, -1, -1, -1]
+    """
+
+    __slots__ = ("ids", "known")
+
+    def __init__(self, ids: list[Any], limit: int) -> None:
+        self.ids = ids  # (Any: an id goes to a dict as the object it is, never re-boxed)
+        # where() by position; -2: not looked up yet; -1 also for a repeated id
+        known = [-2] * limit
+        if len(set(ids[:limit])) < limit:
+            first: set[Any] = set()
+            for j in range(limit):
+                h = ids[j]
+                if h in first:
+                    known[j] = -1
+                first.add(h)
+        self.known: list[int] = known
+
+    def where_at(self, tiers: ReplicaTiers, j: int) -> int:
+        """``tiers.where(ids[j])``, looked up once per position; -1 for an id
+        repeated from an earlier position (a repeat ends a run below HBM: an
+        earlier copy is either in HBM, and then so is this one, or was counted
+        below HBM already)."""
+        k = self.known[j]
+        if k == -2:
+            k = tiers.where(self.ids[j])
+            self.known[j] = k
+        return k
+
+
 class ReplicaTiers:
     """One replica's tiers: stores (own or shared), links and traffic (internal).
 
@@ -201,7 +245,9 @@ class ReplicaTiers:
                 return k
         return -1
 
-    def run(self, ids: list[int], start: int, limit: int, ref: dict) -> tuple[int, list[int], list[int]]:
+    def run(
+        self, ids: list[int], start: int, limit: int, ref: dict, lookup: SharedLookup | None
+    ) -> tuple[int, list[int], list[int]]:
         """The reusable run of ``ids[start:limit]`` that goes on below HBM.
 
         ``ref`` holds the ids resident in HBM. Walking from ``start``, a block
@@ -209,38 +255,42 @@ class ReplicaTiers:
         is loaded from the first one holding it (``where``; counted in
         ``counts``); the run ends at a block in neither, or at an id repeated
         below HBM (its first copy is loaded already). Returns ``(end, counts,
-        mid)``. The admission (``Replica._lower_run``) and the routers'
-        estimate (``Replica.tier_match``) share this walk.
+        mid)``. Admission and the routers' estimates share this walk;
+        ``lookup`` (only when every tier is shared) memoises ``where`` by
+        position for all replicas routing one request.
 
         Examples
         --------
         >>> dram = Tier("dram", 64, read_gbps=50.0, write_gbps=50.0)
         >>> rt = ReplicaTiers([dram], {}, 16, 1e5, False)
         >>> rt.offload(0.0, [1, 2, 3])
-        >>> rt.run([9, 1, 7, 2, 2, 3], 1, 6, {9: 1, 7: 0})  # (the repeated 2 ends it)
+        >>> rt.run([9, 1, 7, 2, 2, 3], 1, 6, {9: 1, 7: 0}, None)  # (the repeated 2 ends it)
         (4, [2], [7])
         """
-        lookup = self.lookup
         counts = [0] * self.n
         mid: list[int] = []
-        seen: set[object] = set()
+        seen: set[object] | None = None  # ids counted below HBM (made at the first one)
         # (ids as objects: dict and set lookups take them as they are, unboxed)
         objs: list[Any] = ids
         r = start
-        k = 0
         while r < limit:
             h = objs[r]
             if h in ref:
                 mid.append(h)
             else:
-                for k, blocks in lookup:  # noqa: B007 (k: the first tier holding h)
-                    if h in blocks:
-                        break
+                if lookup is not None:  # (a repeat is a miss there already)
+                    k = lookup.where_at(self, r)
                 else:
+                    k = self.where(h)
+                    if k >= 0:
+                        if seen is None:
+                            seen = {h}
+                        elif h in seen:
+                            break
+                        else:
+                            seen.add(h)
+                if k < 0:
                     break
-                if h in seen:
-                    break
-                seen.add(h)
                 counts[k] = counts[k] + 1  # (an augmented item assignment is generic)
             r += 1
         return r, counts, mid

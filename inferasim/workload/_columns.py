@@ -11,6 +11,7 @@ the Workload and there is no import circle.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import numpy as np
 
@@ -87,3 +88,23 @@ class Columns:
         flat = self.hash_ids.tolist()
         bounds = self.offsets.tolist()
         return [flat[a:b] for a, b in zip(bounds[:-1], bounds[1:], strict=False)]
+
+
+class RequestTable(Protocol):
+    """What the generators that learn from a trace read of it (a ``Workload`` is one).
+
+    Examples
+    --------
+    >>> from inferasim import Workload
+    >>> wl = Workload.from_requests([0], [4], [1], [[5]], block_size=4)
+    >>> isinstance(wl.arrival_ms, np.ndarray), wl.block_size
+    (True, 4)
+    """
+
+    arrival_ms: np.ndarray
+    input_len: np.ndarray
+    output_len: np.ndarray
+    hash_ids: np.ndarray
+    offsets: np.ndarray
+    block_size: int
+    source: str

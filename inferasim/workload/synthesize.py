@@ -45,15 +45,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from inferasim.workload._columns import Columns
-
-if TYPE_CHECKING:
-    from inferasim.workload.core import Workload
+from inferasim.workload._columns import Columns, RequestTable
 
 __all__ = ["TraceModel", "fit_trace", "sample", "synthesize"]
 
@@ -297,7 +294,7 @@ def _link_sessions(
 
 
 def fit_trace(
-    like: Workload, *, min_shared_blocks: int = 2, max_family_share: float = 0.05
+    like: RequestTable, *, min_shared_blocks: int = 2, max_family_share: float = 0.05
 ) -> TraceModel:
     """Fit the prefix tree, sessions and arrival process of a workload.
 
@@ -622,7 +619,7 @@ def _ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
 
 
 def synthesize(
-    like: Workload | TraceModel,
+    like: RequestTable | TraceModel,
     num_requests: int | None = None,
     *,
     rate: float | None = None,

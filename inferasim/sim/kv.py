@@ -1,0 +1,221 @@
+"""A replica's KV memory: HBM blocks, the prefix cache and the tiers behind it.
+
+:class:`KVManager` (internal, compiled) is the one place that knows where a
+request's KV is, in the spirit of vLLM's ``KVCacheManager``:
+
+* **Accounting.** ``capacity`` blocks of HBM hold *private* blocks (partial
+  last blocks, decode blocks, duplicates, blocks being loaded) and the
+  prefix cache's blocks (pinned by running sequences, or evictable):
+  ``private + cached <= capacity``. :meth:`KVManager.allocate` takes blocks,
+  evicting cached ones the eviction policy picks when the free ones run out
+  (and offloading them to the first tier); :meth:`KVManager.free` gives a
+  sequence's blocks back (tail first, as vLLM's free queue).
+* **Lookup.** :meth:`KVManager.hbm_run` is a prompt's leading run of blocks
+  resident in HBM (vLLM's ``get_computed_blocks``); :meth:`KVManager.lower_run`
+  continues it in the lower tiers and decides whether loading beats
+  recomputing; :meth:`KVManager.hits_by_tier` is the same walk as the
+  routers see it. The walk itself is :meth:`ReplicaTiers.run`, shared by all.
+* **Loads.** :meth:`KVManager.start_loading` takes the blocks out of their
+  tiers and starts the transfers; :meth:`KVManager.finish_loading` caches
+  the delivered blocks.
+* **Caching computed blocks.** :meth:`KVManager.cache_computed` registers the
+  full prompt blocks a step computed (and writes them through to the first
+  tier when it is written through).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from inferasim.sim.cache import BlockCache
+from inferasim.sim.kernels import StepKernel
+from inferasim.sim.sequence import Seq
+from inferasim.sim.tiers import ReplicaTiers, SharedLookup
+
+__all__: list[str] = []
+
+
+class KVManager:
+    """HBM blocks, the prefix cache and the lower tiers of one replica."""
+
+    def __init__(
+        self,
+        capacity: int,
+        block_size: int,
+        cache: BlockCache,
+        tiers: ReplicaTiers | None,
+        kernel: StepKernel,
+        write_through: bool,
+        load_always: bool,
+    ) -> None:
+        self.capacity = capacity
+        self.bs = block_size
+        self.cache = cache
+        self.tiers: ReplicaTiers | None = tiers
+        self.kernel = kernel
+        self.write_through = write_through and tiers is not None
+        self.load_always = load_always
+        # the fixed cost of a step (a load is worth it when it beats the marginal
+        # prefill time of the blocks it brings)
+        self.step0 = kernel.step(0, 0, 0, 0) if tiers is not None else 0.0
+        self.private = 0  # blocks not in the prefix cache
+        self.held = 0  # (prefill instance) blocks of handed-off KV held until delivered
+        self.peak = 0
+
+    # ---------------------------------------------------------- accounting
+    @property
+    def running(self) -> int:
+        """Blocks held by running sequences (private plus pinned cached)."""
+        return self.private + self.cache.pinned
+
+    @property
+    def free(self) -> int:
+        """Blocks neither private nor cached."""
+        return self.capacity - self.private - len(self.cache.ref)
+
+    @property
+    def available(self) -> int:
+        """Blocks a new allocation may take: free plus evictable."""
+        return self.capacity - self.private - self.cache.pinned
+
+    def allocate(self, n: int, t: float) -> None:
+        """Take ``n`` blocks at ``t``, evicting (and offloading) cached ones as needed."""
+        cache = self.cache
+        free = self.capacity - self.private - len(cache.ref)
+        self.private += n
+        if n > free:
+            if self.tiers is None:
+                cache.evict(n - free)
+            else:  # offload on evict, at the start of the step that needs the blocks
+                gone: list[int] = []
+                cache.evict(n - free, gone)
+                self.tiers.offload(t, gone)
+
+    def note_peak(self) -> None:
+        """Remember the most blocks held by running sequences so far."""
+        kv = self.private + self.cache.pinned
+        if kv > self.peak:
+            self.peak = kv
+
+    def free_blocks(self, seq: Seq, computed: int) -> None:
+        """Give back the blocks of ``seq`` (``computed`` tokens), tail first."""
+        held = -(-computed // self.bs)
+        if seq.hashed:
+            self.cache.release(seq.hashed)
+        self.private -= held - len(seq.hashed)
+        seq.hashed = []
+
+    # -------------------------------------------------------------- lookup
+    def hbm_run(self, ids: list[Any], limit: int) -> int:
+        """Length of the leading run of ``ids[:limit]`` resident in HBM."""
+        return self.cache.match_len(ids, limit)
+
+    def hits_by_tier(self, ids: list[Any], limit: int, lookup: SharedLookup | None) -> list[int]:
+        """Blocks of the reusable run of ``ids[:limit]`` by tier, ``[hbm, tier 0, ...]``
+        (what admission would find with ``load_policy="always"``; routing use).
+
+        ``lookup`` memoises the request's place in the shared tiers for all
+        replicas whose tiers are all shared (None: look it up here)."""
+        tiers = self.tiers
+        m = self.cache.match_len(ids, limit)
+        if tiers is None:
+            return [m]
+        shared = lookup if tiers.all_shared else None
+        _, counts, mid = tiers.run(ids, m, limit, self.cache.ref, shared)
+        return [m + len(mid), *counts]
+
+    def lower_run(
+        self, ids: list[int], m: int, limit: int, t: float
+    ) -> tuple[int, list[int], list[int], int]:
+        """Continue a leading HBM run of ``m`` blocks in the lower tiers.
+
+        Returns ``(r, counts, mid, revive)``: the run's end (``m`` when nothing
+        lies below or loading is not worth it), blocks to load from each tier,
+        HBM blocks found after the first lower-tier block (reused in place) and
+        how many of those are evictable now. Loading is worth it when the load
+        (on the links as they are) ends sooner than recomputing from the first
+        loaded block takes (the cost model's marginal prefill time), or always
+        with ``load_policy="always"``.
+        """
+        tiers = self.tiers
+        assert tiers is not None
+        ref = self.cache.ref
+        r, counts, mid = tiers.run(ids, m, limit, ref, None)
+        if r == m:
+            return m, counts, [], 0
+        if not self.load_always:
+            bs = self.bs
+            n = (r - m) * bs
+            c0 = m * bs
+            redo = self.kernel.step(n, n * c0 + n * (n + 1) // 2, 0, 0) - self.step0
+            if not tiers.load_estimate_ms(t, counts) < redo:
+                return m, counts, [], 0
+        revive = 0
+        mids: list[Any] = mid
+        for h in mids:
+            if not ref[h]:
+                revive += 1
+        return r, counts, mid, revive
+
+    # --------------------------------------------------------------- loads
+    def start_loading(
+        self, seq: Seq, t: float, m: int, r: int, counts: list[int], mid: list[int]
+    ) -> None:
+        """Pin the ``m`` leading and the ``mid`` HBM blocks of a run of ``r`` blocks
+        and start loading the rest from the lower tiers (private until delivered)."""
+        cache = self.cache
+        tiers = self.tiers
+        assert tiers is not None
+        ids = seq.ids
+        hashed = ids[:m]
+        if mid:
+            hashed = hashed + mid
+        if hashed:
+            cache.acquire(hashed)
+        seq.hashed = hashed
+        ref = cache.ref
+        objs: list[Any] = ids[m:r]  # (as objects: looked up without re-boxing)
+        lower: list[Any] = [h for h in objs if h not in ref]
+        by_tier: list[list[Any]] = [[] for _ in range(tiers.n)]
+        for h in lower:
+            by_tier[tiers.where(h)].append(h)
+        for k, hs in enumerate(by_tier):
+            if hs:
+                tiers.take(k, hs)
+        seq.lower = lower
+        seq.mixed = bool(mid)
+        seq.loads = tiers.start_loads(t, counts, seq)
+        seq.loads_left = len(seq.loads)
+        seq.load_start = seq.load_end = t
+
+    def finish_loading(self, seq: Seq) -> None:
+        """Every load of ``seq`` was delivered: cache its blocks (in prompt order)."""
+        seq.loads = []
+        k = self.cache.register_run(seq.lower, seq.hashed)
+        self.private -= k
+        if seq.mixed:  # hold the blocks in prompt order (tail-first release)
+            held = set(seq.hashed)
+            seq.hashed = [h for h in seq.ids[: seq.computed // self.bs] if h in held]
+        seq.lower = []
+
+    def cancel_loading(self, seq: Seq, t: float) -> None:
+        """Drop the loads of a preempted ``seq`` at ``t`` (their blocks are lost)."""
+        assert self.tiers is not None
+        self.tiers.cancel(t, seq.loads)
+        seq.loads = []
+
+    # ------------------------------------------------------------- caching
+    def cache_computed(self, seq: Seq, c0: int, c: int, e: float) -> None:
+        """A step ending at ``e`` took ``seq`` from ``c0`` to ``c`` computed tokens:
+        cache the full prompt blocks it completed (written through, if so)."""
+        ids = seq.ids
+        if not ids:
+            return
+        bs = self.bs
+        j0 = c0 // bs
+        j1 = c // bs
+        if j1 > j0 and j0 < len(ids):
+            k = self.cache.register_run(ids[j0:j1], seq.hashed, j0)
+            self.private -= k
+            if k and self.write_through:
+                self.tiers.write_through_blocks(e, seq.hashed[-k:])  # type: ignore[union-attr]

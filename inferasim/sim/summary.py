@@ -1,0 +1,218 @@
+"""The headline metrics of a run: :func:`summarize` (:meth:`SimResult.summary`).
+
+The metrics and their order are the same for every run,
+:data:`SUMMARY_METRICS`; a metric that does not apply (no SLO given, no KV
+tiers, an aggregated fleet, an open loop) is NaN and left out of the display.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+__all__ = ["SUMMARY_METRICS", "summarize"]
+
+_STATS = (("mean", None), ("p50", 50), ("p90", 90), ("p99", 99))
+
+#: The metrics of :meth:`SimResult.summary`, in order: the same for every run
+#: (NaN where a metric does not apply: no SLO given, no KV tiers, an aggregated
+#: fleet, an open loop).
+SUMMARY_METRICS: tuple[str, ...] = (
+    "requests",
+    "finished",
+    "rejected",
+    "duration_s",
+    "throughput_rps",
+    "output_tok_s",
+    "block_hit_ratio",
+    "token_hit_ratio",
+    "hbm_token_hit_ratio",
+    "tier_token_hit_ratio",
+    "load_ms_mean",
+    *(f"{m}_{q}" for m in ("queue_ms", "ttft_ms", "tpot_ms", "e2e_ms") for q, _ in _STATS),
+    "preemptions",
+    "evictions",
+    "max_replica_share",
+    "goodput_rps",
+    "slo_attainment",
+    "saturated",
+    "arrival_shift_ms_mean",
+    "sessions",
+    "session_ms_mean",
+    "session_ms_p50",
+    "session_ms_p99",
+    "prefill_busy_fraction",
+    "decode_busy_fraction",
+    "prefill_peak_kv_usage",
+    "decode_peak_kv_usage",
+    *(f"{m}_{q}" for m in ("prefill_queue_ms", "handoff_wait_ms", "transfer_ms",
+                           "decode_queue_ms") for q in ("mean", "p99")),
+)
+
+
+def summarize(result: Any, slo_ttft_ms: float | None, slo_tpot_ms: float | None) -> pd.Series:
+    """The :meth:`SimResult.summary` of ``result`` (see there).
+
+    Examples
+    --------
+    >>> import inferasim as ism
+    >>> wl = ism.Workload.from_requests([0, 50], [32, 32], [3, 3], block_size=16)
+    >>> res = ism.Simulator(kv_tokens=160, cost_model=ism.LinearCostModel()).run(
+    ...     wl, progress=False)
+    >>> list(summarize(res, None, None).index) == list(SUMMARY_METRICS)
+    True
+    """
+    from inferasim._format import Summary
+
+    req = result.requests
+    fin = req[req["status"] == "finished"]
+    out = _volume(req, fin, int(result.config.get("block_size", 1)))
+    out.update(_latencies(fin, ("queue_ms", "ttft_ms", "tpot_ms", "e2e_ms")))
+    out.update(_by_tier(req, fin, out["token_hit_ratio"]))
+    reps = result.replicas
+    out["preemptions"] = int(reps["preemptions"].sum())
+    out["evictions"] = int(reps["evictions"].sum())
+    out["max_replica_share"] = float(reps["share"].max()) if len(reps) else 0.0
+    notes = [_goodput(out, req, fin, slo_ttft_ms, slo_tpot_ms)]
+    out["saturated"] = float(_saturated(fin))
+    if "arrival_shift_ms" in req.columns:  # closed loop: whole sessions
+        out.update(_sessions(req))
+    if "decode_replica" in req.columns:  # disaggregated: the two pools apart
+        out.update(_pools(reps, fin))
+    inapplicable = [k for k in SUMMARY_METRICS if k not in out]
+    values = {k: out.get(k, float("nan")) for k in SUMMARY_METRICS}
+    return Summary(
+        values, dtype=np.float64, name="summary", title=result._header(), notes=notes,
+        inapplicable=inapplicable,
+    )
+
+
+def _volume(req: pd.DataFrame, fin: pd.DataFrame, bs: int) -> dict[str, Any]:
+    """Requests, duration, throughput and the fleet's hit ratios."""
+    routed = req[req["replica"] >= 0]
+    n = len(req)
+    t0 = float(req["arrival_ms"].min()) if n else 0.0
+    t1 = float(fin["finish_ms"].max()) if len(fin) else t0
+    dur_s = (t1 - t0) / 1000.0
+    pblocks = float((-(-routed["input_len"] // bs)).sum())
+    itok = float(routed["input_len"].sum())
+    return {
+        "requests": n,
+        "finished": len(fin),
+        "rejected": int((req["status"] == "rejected").sum()),
+        "duration_s": dur_s,
+        "throughput_rps": len(fin) / dur_s if dur_s > 0 else float("nan"),
+        "output_tok_s": float(fin["output_len"].sum()) / dur_s if dur_s > 0 else float("nan"),
+        "block_hit_ratio": float(routed["cached_blocks"].sum()) / pblocks
+        if pblocks
+        else float("nan"),
+        "token_hit_ratio": float(routed["cached_tokens"].sum()) / itok
+        if itok
+        else float("nan"),
+    }
+
+
+def _latencies(fin: pd.DataFrame, metrics: tuple[str, ...]) -> dict[str, float]:
+    """Mean and percentiles of each latency column over the finished requests."""
+    out: dict[str, float] = {}
+    for metric in metrics:
+        v = fin[metric].dropna().to_numpy()
+        for name, q in _STATS:
+            if not v.size:
+                out[f"{metric}_{name}"] = float("nan")
+            elif q is None:
+                out[f"{metric}_{name}"] = float(v.mean())
+            else:
+                out[f"{metric}_{name}"] = float(np.percentile(v, q))
+    return out
+
+
+def _by_tier(req: pd.DataFrame, fin: pd.DataFrame, token_hit_ratio: float) -> dict[str, float]:
+    """Hits from HBM and from the lower tiers, and the load wait (with tiers)."""
+    if "hbm_hit_tokens" not in req.columns:
+        return {"hbm_token_hit_ratio": token_hit_ratio}
+    routed = req[req["replica"] >= 0]
+    itok = float(routed["input_len"].sum())
+    hbm = float(routed["hbm_hit_tokens"].sum())
+    return {
+        "hbm_token_hit_ratio": hbm / itok if itok else float("nan"),
+        "tier_token_hit_ratio": (float(routed["cached_tokens"].sum()) - hbm) / itok
+        if itok
+        else float("nan"),
+        "load_ms_mean": float(fin["load_ms"].mean()) if len(fin) else float("nan"),
+    }
+
+
+def _goodput(
+    out: dict[str, Any], req: pd.DataFrame, fin: pd.DataFrame,
+    slo_ttft_ms: float | None, slo_tpot_ms: float | None,
+) -> str:
+    """Goodput and SLO attainment into ``out``; returns the note about the SLO."""
+    if slo_ttft_ms is None and slo_tpot_ms is None:
+        return "no SLO given: pass slo_ttft_ms= or slo_tpot_ms= for goodput"
+    good = np.ones(len(fin), dtype=bool)
+    slo = []
+    if slo_ttft_ms is not None:
+        good &= fin["ttft_ms"].to_numpy() <= slo_ttft_ms
+        slo.append(f"TTFT <= {slo_ttft_ms:g} ms")
+    if slo_tpot_ms is not None:
+        tp = fin["tpot_ms"].to_numpy()
+        good &= np.isnan(tp) | (tp <= slo_tpot_ms)
+        slo.append(f"TPOT <= {slo_tpot_ms:g} ms")
+    dur_s = out["duration_s"]
+    n = len(req)
+    out["goodput_rps"] = int(good.sum()) / dur_s if dur_s > 0 else float("nan")
+    out["slo_attainment"] = int(good.sum()) / n if n else float("nan")
+    return "SLO: " + " and ".join(slo)
+
+
+def _sessions(req: pd.DataFrame) -> dict[str, float]:
+    """Closed loop: the arrival shift and the span of whole sessions."""
+    n = len(req)
+    out: dict[str, float] = {
+        "arrival_shift_ms_mean": float(req["arrival_shift_ms"].mean()) if n else 0.0
+    }
+    g = req.groupby("session_id", sort=False)
+    done = g["status"].agg(lambda s: bool((s == "finished").all()))
+    span = (g["finish_ms"].max() - g["arrival_ms"].min())[done].to_numpy()
+    out["sessions"] = int(len(done))
+    for name, q in (("mean", None), ("p50", 50), ("p99", 99)):
+        key = f"session_ms_{name}"
+        if not span.size:
+            out[key] = float("nan")
+        else:
+            out[key] = float(span.mean() if q is None else np.percentile(span, q))
+    return out
+
+
+def _pools(reps: pd.DataFrame, fin: pd.DataFrame) -> dict[str, float]:
+    """Disaggregated: the prefill and decode pools apart, and the handoff's phases."""
+    out: dict[str, float] = {}
+    for role in ("prefill", "decode"):
+        busy = reps.loc[reps["role"] == role, "busy_fraction"]
+        out[f"{role}_busy_fraction"] = float(busy.mean()) if len(busy) else float("nan")
+        kv = reps.loc[reps["role"] == role]
+        out[f"{role}_peak_kv_usage"] = (
+            float((kv["peak_kv_blocks"] / kv["kv_capacity_blocks"]).max())
+            if len(kv)
+            else float("nan")
+        )
+    for metric in ("prefill_queue_ms", "handoff_wait_ms", "transfer_ms", "decode_queue_ms"):
+        v = fin[metric].dropna().to_numpy()
+        out[f"{metric}_mean"] = float(v.mean()) if v.size else float("nan")
+        out[f"{metric}_p99"] = float(np.percentile(v, 99)) if v.size else float("nan")
+    return out
+
+
+def _saturated(fin: pd.DataFrame) -> bool:
+    """Queueing delay growing with arrival time (see :meth:`SimResult.summary`)."""
+    if len(fin) < 8:
+        return False
+    f = fin.sort_values("arrival_ms")
+    q = len(f) // 4
+    first, last = f.iloc[:q], f.iloc[-q:]
+    gap = float(last["arrival_ms"].mean() - first["arrival_ms"].mean())
+    growth = float(last["queue_ms"].mean() - first["queue_ms"].mean())
+    return bool(gap > 0 and growth > 0.1 * gap and last["queue_ms"].mean() > 100.0)
