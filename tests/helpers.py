@@ -1,12 +1,15 @@
 """Helpers the test files share: hypothesis settings, workload and simulator
-configuration strategies, and one way to run the simulator in a test.
+configuration strategies, one way to run the simulator in a test, and
+reference routers (the built-in policies written plainly, for cross-checks).
 
 (pytest fixtures, hooks and the trace paths are in conftest.py.)
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import math
+import random
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -210,3 +213,138 @@ def sim_configs(draw: st.DrawFn) -> dict:
         ),
         timeline_ms=draw(st.sampled_from([None, 0.7, 5.0])),
     )
+
+
+# ---------------------------------------------------------------- reference routers
+#
+# The built-in routing policies (inferasim/sim/routing.py) written again, as plainly
+# as their documentation states them (inferasim/sim/router.py): every replica's
+# score computed in full from the public ReplicaView attributes (no pruning, no
+# early exit, no memo), the winner the smallest (score, outstanding tokens, index).
+# A run routed by a built-in policy and a run routed by its reference must give the
+# same frames, bit for bit (the built-ins' pruning and tie handling are the risk).
+
+
+def effective_match(view: Any, saving: Sequence[float] | None = None) -> float:
+    """The routed request's (effective) resident prefix on ``view``: its HBM blocks
+    plus, per lower tier, the blocks found there times the share of a miss's prefill
+    they save (``saving``, by default the view's ``tier_savings``); without tiers
+    (no savings) ``prefix_match_blocks``."""
+    if saving is None:
+        saving = view.tier_savings
+    if not saving:
+        return float(view.prefix_match_blocks)
+    hits = view.hit_blocks_by_tier
+    m = float(hits[0])
+    for k, share in enumerate(saving):
+        m += share * hits[k + 1]
+    return m
+
+
+def lowest(replicas: Sequence[Any], scores: list[float]) -> int:
+    """The index of the replica with the smallest score; ties to the fewest
+    outstanding tokens, then the lowest position."""
+    best = min(range(len(replicas)),
+               key=lambda i: (scores[i], replicas[i].outstanding_tokens, i))
+    return replicas[best].index
+
+
+class ReferenceLeastLoaded:
+    """``least_loaded``: the fewest outstanding tokens, ties to the lowest index."""
+
+    def __call__(self, request: Any, replicas: Sequence[Any]) -> int:
+        return lowest(replicas, [0.0] * len(replicas))
+
+
+class ReferenceCacheAware:
+    """``cache_aware``: the longest effective match, ties to the least loaded."""
+
+    def __init__(self, saving: Sequence[float] | None = None) -> None:
+        self.saving = saving
+
+    def __call__(self, request: Any, replicas: Sequence[Any]) -> int:
+        return lowest(replicas, [-effective_match(v, self.saving) for v in replicas])
+
+
+class ReferenceKvCost:
+    """``kv_cost``: ``overlap_weight * (prompt blocks - effective match) + active_blocks``,
+    lowest wins (ties to the least loaded); with a temperature, drawn from the
+    softmax of ``-(cost - lowest cost) / temperature`` with ``random.Random(seed)``."""
+
+    def __init__(self, overlap_weight: float = 1.0, temperature: float = 0.0,
+                 saving: Sequence[float] | None = None) -> None:
+        self.overlap_weight = float(overlap_weight)
+        self.temperature = float(temperature)
+        self.saving = saving
+        self.rng = random.Random(0)
+
+    def reset(self, num_replicas: int, seed: int | None) -> None:
+        self.rng = random.Random(seed)
+
+    def __call__(self, request: Any, replicas: Sequence[Any]) -> int:
+        w = self.overlap_weight
+        blocks = -(-request.input_len // replicas[0].block_size)
+        costs = [w * (blocks - effective_match(v, self.saving)) + v.active_blocks
+                 for v in replicas]
+        if self.temperature > 0:
+            low = min(costs)
+            weights = [math.exp(-(c - low) / self.temperature) for c in costs]
+            return replicas[self.rng.choices(range(len(replicas)), weights=weights)[0]].index
+        return lowest(replicas, costs)
+
+
+class ReferenceConductor:
+    """``conductor``: the smallest ``ttft_estimate_ms + handoff_estimate_ms``, ties to
+    the least loaded. ``calls`` counts the requests it placed."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def __call__(self, request: Any, replicas: Sequence[Any]) -> int:
+        self.calls += 1
+        return lowest(replicas, [v.ttft_estimate_ms + v.handoff_estimate_ms for v in replicas])
+
+
+def reference_router(routing: Any, saving: Sequence[float] | None = None) -> Any:
+    """The reference of a built-in policy: a name, or a :class:`KvCostRouter`
+    (its weight and temperature). ``saving`` replaces the views' ``tier_savings``."""
+    if isinstance(routing, KvCostRouter):
+        return ReferenceKvCost(routing.overlap_weight, routing.temperature, saving)
+    if routing == "kv_cost":
+        return ReferenceKvCost(saving=saving)
+    if routing == "cache_aware":
+        return ReferenceCacheAware(saving)
+    if routing == "least_loaded":
+        return ReferenceLeastLoaded()
+    if routing == "conductor":
+        return ReferenceConductor()
+    raise ValueError(f"no reference router for {routing!r}")
+
+
+class ScriptedRouter:
+    """Places request ``i`` on ``script[i]`` while the script lasts, then asks
+    ``then``; at each of those calls ``seen`` records ``look(views)`` (read first).
+
+    A way to build a hand-derived fleet state in a real run and test a built-in
+    router on the real views of it.
+    """
+
+    def __init__(self, script: Sequence[int], then: Any,
+                 look: Callable[[Sequence[Any]], Any] | None = None) -> None:
+        self.script = list(script)
+        self.then = then
+        self.look = look
+        self.seen: list[Any] = []
+
+    def reset(self, num_replicas: int, seed: int | None) -> None:
+        self.seen = []
+        if hasattr(self.then, "reset"):
+            self.then.reset(num_replicas, seed)
+
+    def __call__(self, request: Any, replicas: Sequence[Any]) -> int:
+        i = request.request_id
+        if i < len(self.script):
+            return self.script[i]
+        if self.look is not None:
+            self.seen.append(self.look(replicas))
+        return self.then(request, replicas)

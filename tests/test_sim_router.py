@@ -4,8 +4,18 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from helpers import runner
-from hypothesis import given, settings
+from helpers import (
+    ScriptedRouter,
+    assert_same,
+    busy_workloads,
+    hypothesis_settings,
+    reference_router,
+    runner,
+    sim_configs,
+    sim_workloads,
+    simulate,
+)
+from hypothesis import given
 from hypothesis import strategies as st
 
 from inferasim import Workload
@@ -199,71 +209,62 @@ def test_longest_match_collapses_when_every_request_shares_its_first_block():
     assert spread.requests["replica"].nunique() > 1
 
 
-@settings(max_examples=400, deadline=None)
+@hypothesis_settings(60, slow=True)
 @given(
-    data=st.data(),
-    n=st.integers(1, 8),
-    w=st.sampled_from([0.0, 0.5, 1.0, 1.0, 1.0, 2.0, 1e17, 1e300]),
+    wl=st.one_of(sim_workloads(max_n=20), busy_workloads()),
+    cfg=sim_configs(),
+    replicas=st.integers(2, 8),
+    w=st.sampled_from([0.0, 0.5, 1.0, 1.0, 2.0, 1e17, 1e300]),
+    temperature=st.sampled_from([0.0, 0.0, 0.0, 2.0]),
 )
-def test_kv_cost_fast_path_equals_the_formula_on_random_states(data, n, w):
-    # The engine's _fast (pruned walks over the sorted active counts, ties found by
-    # list.index; the unpruned pass when huge weights merge costs: 1e17 + 1 == 1e17)
-    # against __call__'s formula on views: few ids, small active counts and loads, so
-    # partial matches and ties (on cost, then on load) are common.
-    from types import SimpleNamespace as NS
-
-    from inferasim.sim.router import Request
-
-    refs = [data.draw(st.sets(st.integers(0, 4))) for _ in range(n)]
-    active = data.draw(st.lists(st.integers(0, 3), min_size=n, max_size=n))
-    loads = data.draw(st.lists(st.integers(0, 2), min_size=n, max_size=n))
-    ids = data.draw(st.lists(st.integers(0, 5), max_size=4))
-    limit = data.draw(st.integers(0, len(ids)))
-    input_len = BS * (limit + data.draw(st.integers(0, 2))) + data.draw(st.integers(1, BS))
-    router = KvCostRouter(overlap_weight=w)
-    router.block_size = BS
-    reps = [
-        NS(cache=NS(ref=dict.fromkeys(ref, 1)), outstanding_at=lambda t, x=x: x)
-        for ref, x in zip(refs, loads, strict=True)
-    ]
-
-    def match(ref):
-        m = 0
-        while m < limit and ids[m] in ref:
-            m += 1
-        return m
-
-    views = [
-        NS(index=i, prefix_match_blocks=match(refs[i]), active_blocks=active[i],
-           outstanding_tokens=loads[i])
-        for i in range(n)
-    ]
-    want = router(Request(0, 0.0, input_len, 1, tuple(ids)), views)
-    assert router._fast(input_len, ids, limit, reps, 0.0, active) == want
+def test_kv_cost_equals_the_unpruned_formula_on_drawn_fleets(wl, cfg, replicas, w, temperature):
+    # The built-in kv_cost walks the replicas least active first and stops at the first
+    # whose bound w * (blocks - limit) + active exceeds the lowest cost so far; the
+    # reference (tests/helpers.py) computes every replica's cost from the public views
+    # and breaks ties by (cost, outstanding tokens, index). Small KV memories and
+    # shared prefixes make partial matches and ties common; huge weights merge costs
+    # (1e17 + 1 == 1e17), up to 8 replicas make the walk order matter.
+    cfg = {**cfg, "replicas": replicas}
+    builtin = KvCostRouter(overlap_weight=w, temperature=temperature)
+    a = simulate(wl, **{**cfg, "routing": builtin})
+    b = simulate(wl, **{**cfg, "routing": reference_router(builtin)})
+    assert_same(a, b)
 
 
-def test_kv_cost_fast_path_ties_a_cold_replica_with_warm_ones():
-    # 2 blocks (32 tokens of 16), limit 1, overlap weight 1. Replica 0: cold, 0 active
-    # -> cost 2 - 0 + 0 = 2; replicas 1 and 2 hold block 7, 1 active -> 2 - 1 + 1 = 2:
-    # a three-way tie on cost; equal loads -> the lowest index, 0. With replica 0
-    # the busiest (load 5) -> replica 1 (load 1) over replica 2 (load 1, higher index).
-    from types import SimpleNamespace as NS
+def _cost_tie_run(script_loads: tuple[int, int, int]):
+    """The hand-built fleet of the cold/warm tie below; the kv_cost choice and what it saw."""
+    # every step costs 1 ms (overhead only): the three replicas step in lockstep
+    flat = LinearCostModel(overhead_ms=1.0, prefill_token_ms=0.0, prefill_attention_ms=0.0,
+                           decode_seq_ms=0.0, decode_context_ms=0.0)
+    o0, o1, o2 = (x + 2 for x in script_loads)  # outputs: two tokens made by the routing at 2.5
+    wl = Workload.from_requests(
+        [0, 0, 0, 0, 0, 2.5],
+        [16, 16, 10, 20, 20, 32],
+        [1, 1, o0, o1, o2, 1],
+        [[7], [7], [100], [101, 102], [103, 104], [7, 8]],
+        block_size=BS,
+    )
 
-    router = KvCostRouter()
-    router.block_size = BS
-    for loads, want in (([1, 1, 1], 0), ([5, 1, 1], 1), ([5, 3, 1], 2)):
-        reps = [
-            NS(cache=NS(ref=ref), outstanding_at=lambda t, x=x: x)
-            for ref, x in zip(({}, {7: 1}, {7: 0}), loads, strict=True)
-        ]
-        assert router._fast(32, [7, 8], 1, reps, 0.0, [0, 1, 1]) == want
+    def look(views):
+        return [(v.active_blocks, v.prefix_match_blocks, v.outstanding_tokens) for v in views]
+
+    router = ScriptedRouter([1, 2, 0, 1, 2], KvCostRouter(), look)
+    res = run(wl, replicas=3, routing=router, cost_model=flat)
+    return res.requests["replica"].iloc[5], router.seen[0]
 
 
-@settings(max_examples=200, deadline=None)
-@given(active=st.lists(st.integers(0, 5), min_size=1, max_size=80))
-def test_kv_cost_walk_order_is_the_stable_sort_by_active(active):
-    # The kv_cost fast path walks the replicas least active first, ties in index
-    # order: its insertion sort (small fleets; sorted() above 64) against sorted().
-    from inferasim.sim.routing_fast import _by_active
-
-    assert _by_active(active) == sorted(range(len(active)), key=active.__getitem__)
+@pytest.mark.parametrize(("loads", "want"), [((10, 10, 10), 0), ((14, 10, 10), 1),
+                                             ((14, 12, 10), 2)])
+def test_kv_cost_ties_a_cold_replica_with_warm_ones(loads, want):
+    # Block size 16, overlap weight 1, steps of 1 ms. At 0: A1, A2 (16 tokens, block 7,
+    # one output) on replicas 1 and 2: done at 1, block 7 cached there (evictable);
+    # C0 (10 tokens) on replica 0, C1, C2 (20 tokens) on replicas 1, 2, decoding from 1.
+    # R (32 tokens, blocks 7, 8) at 2.5: 2 blocks, limit (32 - 1) // 16 = 1 block.
+    # C0 holds ceil(12 / 16) = 1 block, C1 and C2 ceil(22 / 16) = 2 (tokens 2 and 3
+    # scheduled at 1 and 2). Costs: replica 0 (cold) 2 - 0 + 1 = 3; replicas 1, 2
+    # (warm) 2 - 1 + 2 = 3: a three-way tie on cost at the pruning bound of every
+    # replica (1 + active <= 3), broken by outstanding tokens (the C's outputs left:
+    # 2 of them made by 2.5), then by the lowest index.
+    choice, seen = _cost_tie_run(loads)
+    assert seen == [(1, 0, loads[0]), (2, 1, loads[1]), (2, 1, loads[2])]
+    assert choice == want
