@@ -21,7 +21,7 @@ import inferasim as ism
 from conftest import require_trace
 from inferasim import Workload
 from inferasim.reuse import infinite_hit_ratio
-from inferasim.sim.scheduler import Replica
+from inferasim.sim.replica import Replica
 
 
 def test_summary_percentiles_by_hand():
@@ -100,7 +100,8 @@ class _Spy:
 
         def start(rep):
             orig(rep)
-            self.states.append((rep.clock, rep.n_private, dict(rep.cache.ref), rep.cache.pinned))
+            kv = rep.kv
+            self.states.append((rep.sched.clock, kv.private, dict(kv.cache.ref), kv.cache.pinned))
 
         monkeypatch.setattr(Replica, "_start_step", start)
 
@@ -175,23 +176,30 @@ def test_describe_and_ceiling_match_a_set_replay(data):
     assert (c.hit_blocks, c.blocks, c.hit_tokens, c.tokens) == (hb, b, hbt, t)
 
 
-def test_kv_cost_fast_path_keeps_a_tie_at_the_pruning_bound():
-    # blocks = 4 (64 tokens of 16), limit 3 prefix blocks, overlap weight 1.
-    # replica 0: no match, 2 active blocks -> cost 4 - 0 + 2 = 6 (the first low);
+def test_kv_cost_keeps_a_tie_at_the_pruning_bound():
+    # Block size 16, overlap weight 1, steps of 1 ms (overhead only). At 0: A (64
+    # tokens, blocks 1-4, 20 outputs) on replica 1, B (20 tokens, block 50, 900
+    # outputs) on replica 0; both prefill in [0, 1) and decode from 1. At 2.5 (tokens
+    # 2 and 3 scheduled at 1 and 2): A holds ceil(66 / 16) = 5 blocks, 18 tokens to
+    # go; B ceil(22 / 16) = 2 blocks, 898 to go.
+    # R (64 tokens, blocks 1, 2, 3, 9) at 2.5: 4 blocks, limit (64 - 1) // 16 = 3.
+    # replica 0: no match, 2 active -> cost 4 - 0 + 2 = 6 (the first low);
     # replica 1: matches all 3, 5 active -> bound 4 - 3 + 5 = 6 == low, so it must
     # still be walked: cost 6, a tie, broken by fewer outstanding tokens -> 1.
     # (A ">=" slip in the pruning skips it and answers 0.)
-    from types import SimpleNamespace as NS
+    from helpers import ScriptedRouter
 
-    from inferasim.sim.router import KvCostRouter
+    from inferasim.sim import KvCostRouter
 
-    router = KvCostRouter(overlap_weight=1.0)
-    router.block_size = 16
-    reps = [NS(cache=NS(ref={}), outstanding_at=lambda t: 900),
-            NS(cache=NS(ref={1: 1, 2: 1, 3: 1}), outstanding_at=lambda t: 10)]
-    assert router._fast(64, [1, 2, 3], 3, reps, 0.0, [2, 5]) == 1
-    # the view path (__call__) agrees: the same tie, the same winner
-    views = [NS(index=0, prefix_match_blocks=0, active_blocks=2, outstanding_tokens=900),
-             NS(index=1, prefix_match_blocks=3, active_blocks=5, outstanding_tokens=10)]
-    from inferasim.sim.router import Request
-    assert router(Request(0, 0.0, 64, 1, (1, 2, 3)), views) == 1
+    flat = ism.LinearCostModel(overhead_ms=1.0, prefill_token_ms=0.0, decode_seq_ms=0.0)
+    wl = Workload.from_requests([0, 0, 2.5], [64, 20, 64], [20, 900, 1],
+                                [[1, 2, 3, 4], [50, 51], [1, 2, 3, 9]], block_size=16)
+
+    def look(views):
+        return [(v.active_blocks, v.prefix_match_blocks, v.outstanding_tokens) for v in views]
+
+    router = ScriptedRouter([1, 0], KvCostRouter(overlap_weight=1.0), look)
+    res = ism.Simulator(replicas=2, routing=router, kv_tokens=100 * 16, cost_model=flat).run(
+        wl, progress=False)
+    assert router.seen == [[(2, 0, 898), (5, 3, 18)]]
+    assert res.requests["replica"].tolist() == [1, 0, 1]
