@@ -1,9 +1,9 @@
 """Tier stores and lookups against plain one-block-at-a-time references.
 
 ``ReplicaTiers._write`` takes a batch fast path (all blocks new) and an
-inlined slow path; ``Replica.tier_match`` and ``_lower_run`` share the walk
-``ReplicaTiers.run`` (the "first tier holding a block" lookup inlined in
-it). Here they are checked against direct
+inlined slow path; ``KVManager.hits_by_tier`` (the routers' estimate) and
+``KVManager.lower_run`` (admission) share the walk ``ReplicaTiers.run`` (the
+"first tier holding a block" lookup inlined in it). Here they are checked against direct
 implementations of the documented rules on random small stores (tiny
 capacities, ids drawn from a small range so batches overlap the stores,
 repeat inside a batch and overflow): a write is ``TierStore.put`` one block
@@ -18,8 +18,9 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from inferasim.sim.cache import BlockCache
 from inferasim.sim.cost import LinearCostModel
-from inferasim.sim.scheduler import Outputs, Replica
+from inferasim.sim.kv import KVManager
 from inferasim.sim.tierconfig import Tier
 from inferasim.sim.tiers import ReplicaTiers, TierStore
 
@@ -27,15 +28,13 @@ BS = 4  # tokens per block
 KVB = 1.0  # bytes per token: a block is 4 bytes
 
 
-def _replica(hbm: dict[int, int], rt: ReplicaTiers, load_always: bool = False) -> Replica:
-    """A replica whose HBM cache holds ``hbm`` (id -> reference count) above ``rt``."""
-    rep = Replica(
-        0, cost=LinearCostModel(), block_size=BS, capacity=1 << 20, max_num_seqs=8,
-        max_batched_tokens=64, chunked_prefill=True, eviction="lru", out=Outputs(1, 1),
-        sample_ms=1.0, jump=True, tiers=rt, load_policy="always" if load_always else "faster",
-    )
-    rep.cache.ref = hbm
-    return rep
+def _kv(hbm: dict[int, int], rt: ReplicaTiers, load_always: bool = False) -> KVManager:
+    """A replica's KV manager whose HBM cache holds ``hbm`` (id -> reference count)
+    above ``rt``."""
+    kv = KVManager(1 << 20, BS, BlockCache("lru"), rt, LinearCostModel().kernel(),
+                   write_through=False, load_always=load_always)
+    kv.cache.ref = hbm
+    return kv
 
 
 def _tiers(caps: list[int], shared_last: bool) -> tuple[ReplicaTiers, dict[str, TierStore]]:
@@ -132,11 +131,11 @@ def _filled(caps: list[int], contents: list[list[int]]):
     ids=st.lists(st.integers(0, 11), max_size=10),
     cut=st.integers(0, 10),
 )
-def test_tier_match_equals_the_plain_lookup(caps, contents, hbm, ids, cut):
+def test_hits_by_tier_equals_the_plain_lookup(caps, contents, hbm, ids, cut):
     rt, stores = _filled(caps, contents)
     limit = min(cut, len(ids))
-    rep = _replica(dict.fromkeys(hbm, 1), rt)
-    assert rep.tier_match(ids, limit) == _reference_match(hbm, stores, ids, limit)
+    kv = _kv(dict.fromkeys(hbm, 1), rt)
+    assert kv.hits_by_tier(ids, limit, None) == _reference_match(hbm, stores, ids, limit)
     for h in set(ids) | hbm:
         want = next((k for k, s in enumerate(stores) if h in s), -1)
         assert rt.where(h) == want
@@ -181,11 +180,11 @@ def test_lower_run_equals_the_plain_walk(caps, contents, hbm, ids, cut):
         m += 1
     if m == limit:  # (admission only looks below HBM when the HBM run stops short)
         return
-    rep = _replica(hbm, rt, load_always=True)
-    got = rep._lower_run(ids, m, limit, 0.0)
+    kv = _kv(hbm, rt, load_always=True)
+    got = kv.lower_run(ids, m, limit, 0.0)
     assert got == _reference_lower_run(hbm, stores, ids, m, limit)
     # the routers' estimate is the same walk: HBM blocks first, then each tier's
-    assert rep.tier_match(ids, limit) == [m + len(got[2])] + got[1]
+    assert kv.hits_by_tier(ids, limit, None) == [m + len(got[2])] + got[1]
 
 
 @settings(max_examples=100, deadline=None)
