@@ -1,8 +1,11 @@
-"""The disaggregated loop's bookkeeping between events (issue 9's speed pass).
+"""What the engine keeps between reads of a replica's state (issue 9's speed pass,
+issue 20's engine).
 
-* the loop keeps the prefill instances' next changes and the links' next
-  deliveries up to date instead of reading them afresh at every event: with
-  the engine's check hook on, every event compares them with fresh reads;
+* a replica keeps its next wake (``Replica.next_wake``, recomputed by each of
+  its public methods that change its state) and the disaggregated fleet
+  keeps its prefill instances' wakes within one instant (``pre_wake``,
+  from ``next_event`` to ``advance_to``): checked against fresh reads
+  (``Replica._wake()``) after every public method call and at every read;
 * a decode instance's KV at ``t`` is read off its stretch's plan
   (:meth:`Replica.kv_at`) instead of advancing it: checked against a copy of
   the instance advanced to ``t`` at every call;
@@ -11,7 +14,8 @@
   (``fast=False``: one step at a time, no stretch, no read-off);
 
 on small random prefill/decode fleets with a tiny shared pool, long enough
-decode runs for stretches with finishes, layerwise handoffs or not.
+decode runs for stretches with finishes, layerwise handoffs or not (the wake
+check also on the same replicas aggregated, and in closed loops).
 """
 
 from __future__ import annotations
@@ -26,10 +30,15 @@ from hypothesis import strategies as st
 
 from conftest import examples
 from inferasim import LinearCostModel, Simulator, Workload
-from inferasim.sim import Disaggregated, EngineConfig, Tier, engine
-from inferasim.sim.scheduler import Replica
+from inferasim.sim import Disaggregated, EngineConfig, Tier
+from inferasim.sim.fleet import DisaggregatedFleet
+from inferasim.sim.replica import Replica
+from inferasim.sim.views import View
 
 SETTINGS = hypothesis_settings(examples(15), slow=True, fixtures=True)
+
+#: The public methods of a replica that change its state (each keeps next_wake).
+CHANGERS = ("advance", "arrive", "reserve", "unreserve", "deliver", "release_kv")
 
 
 @st.composite
@@ -72,9 +81,8 @@ def fleets(draw) -> tuple[Workload, dict]:
 
 @SETTINGS
 @given(case=fleets())
-def test_jump_equals_step_by_step(case, monkeypatch):
+def test_jump_equals_step_by_step(case):
     wl, sim = case
-    monkeypatch.setattr(engine, "_CHECK_SYNC", True)  # kept wakes == fresh reads
     fast = Simulator(**sim).run(wl, progress=False)
     slow = Simulator(**sim, fast=False).run(wl, progress=False)
     assert_same(fast, slow)
@@ -89,14 +97,14 @@ def run_checked(wl: Workload, sim: dict, monkeypatch) -> dict[str, int]:
     seen = {"read": 0, "finish": 0}
 
     def checked(self, t):
-        across = bool(self.p_K) and t >= self.h_weak
+        across = bool(self.stretch.steps) and t >= self.stretch.weak
         kv = kv_at(self, t)
         if kv >= 0:
             twin = copy.deepcopy(self)  # (with its peers: the fleet, copied)
             twin.advance(t)
             seen["read"] += 1
             seen["finish"] += across
-            assert kv == twin.n_private + twin.cache.pinned, (self.index, t)
+            assert kv == twin.kv.running, (self.index, t)
         return kv
 
     monkeypatch.setattr(Replica, "kv_at", checked)
@@ -129,3 +137,62 @@ def test_kv_at_reads_stretches_through_finishes(monkeypatch):
                cost_model=LinearCostModel(kv_bytes_per_token=1e5))
     seen = run_checked(wl, sim, monkeypatch)
     assert seen["read"] > 20 and seen["finish"] > 0, seen
+
+
+class _WakeCheck:
+    """Every kept wake equals a fresh one: ``Replica.next_wake`` after each public
+    method that changes the replica and wherever it is read (``wake()``, a view's
+    settling), and the disaggregated fleet's ``pre_wake`` when ``advance_to`` reads
+    it. Counts the checks (``calls``)."""
+
+    def __init__(self, monkeypatch) -> None:
+        self.calls = 0
+
+        def fresh(rep, where):
+            assert rep.next_wake == rep._wake(), (where, rep.index, rep.next_wake, rep._wake())
+            self.calls += 1
+
+        def checked(name):
+            orig = getattr(Replica, name)
+
+            def after(rep, *args):
+                orig(rep, *args)
+                fresh(rep, name)
+
+            return after
+
+        for name in CHANGERS:
+            monkeypatch.setattr(Replica, name, checked(name))
+        wake, settle = Replica.wake, View._settle
+        advance_to = DisaggregatedFleet.advance_to
+
+        def checked_wake(rep):
+            fresh(rep, "wake")
+            return wake(rep)
+
+        def checked_settle(view):
+            fresh(view.rep, "view")
+            return settle(view)
+
+        def checked_advance_to(fleet, T):
+            assert fleet.pre_wake == [rep._wake() for rep in fleet.pre], T
+            self.calls += 1
+            return advance_to(fleet, T)
+
+        monkeypatch.setattr(Replica, "wake", checked_wake)
+        monkeypatch.setattr(View, "_settle", checked_settle)
+        monkeypatch.setattr(DisaggregatedFleet, "advance_to", checked_advance_to)
+
+
+@pytest.mark.instrumented  # wraps the core's methods: see tests/test_native.py
+@SETTINGS
+@given(case=fleets(), aggregated=st.booleans(), closed=st.booleans())
+def test_kept_wakes_equal_fresh_ones(case, aggregated, closed, monkeypatch):
+    wl, sim = case
+    if aggregated:  # the same replicas serving both phases (coupled by a shared pool)
+        sim = {**sim, "replicas": sim["replicas"].prefill + sim["replicas"].decode}
+    with monkeypatch.context() as m:
+        check = _WakeCheck(m)
+        res = Simulator(**sim).run(wl, closed_loop=closed, progress=False)
+    assert check.calls >= len(wl)
+    assert len(res.requests) == len(wl)
