@@ -1,6 +1,7 @@
 """Helpers the test files share: hypothesis settings, workload and simulator
-configuration strategies, one way to run the simulator in a test, and
-reference routers (the built-in policies written plainly, for cross-checks).
+configuration strategies, one way to run the simulator in a test, invariant
+checks inside a run, and reference routers (the built-in policies written
+plainly, for cross-checks).
 
 (pytest fixtures, hooks and the trace paths are in conftest.py.)
 """
@@ -20,6 +21,10 @@ from hypothesis import strategies as st
 from conftest import family_workload
 from inferasim import Workload
 from inferasim.sim import EngineConfig, KvCostRouter, LinearCostModel, Simulator
+from inferasim.sim.cache import BlockCache
+from inferasim.sim.kv import KVManager
+from inferasim.sim.replica import Replica
+from inferasim.sim.stretch import DecodeStretch
 
 # ---------------------------------------------------------------- hypothesis
 
@@ -213,6 +218,90 @@ def sim_configs(draw: st.DrawFn) -> dict:
         ),
         timeline_ms=draw(st.sampled_from([None, 0.7, 5.0])),
     )
+
+
+# ---------------------------------------------------------------- invariant checks
+
+
+def check_memory(kv: Any) -> None:
+    """A KV manager's accounting: private blocks >= 0, private + cached <= capacity,
+    ``pinned`` the cached blocks with references, no negative reference count, no
+    lower tier above its capacity."""
+    c = kv.cache
+    assert kv.private >= 0
+    assert kv.private + len(c.ref) <= kv.capacity
+    assert c.pinned == sum(1 for r in c.ref.values() if r > 0)
+    assert all(r >= 0 for r in c.ref.values())
+    if kv.tiers is not None:
+        for store in kv.tiers.stores:
+            assert len(store.blocks) <= store.capacity
+
+
+def check_replica(sched: Any, kv: Any) -> None:
+    """:func:`check_memory`, the sequence slots, and each cached block pinned exactly by
+    the running sequences holding it (aggregated replicas: every holder is running)."""
+    check_memory(kv)
+    assert len(sched.running) <= sched.max_seqs
+    holders: dict[int, int] = {}
+    for seq in sched.running:
+        for h in seq.hashed:
+            holders[h] = holders.get(h, 0) + 1
+    assert {h: r for h, r in kv.cache.ref.items() if r} == holders, "a reference count slipped"
+
+
+class InvariantChecks:
+    """Monkeypatches that check the cache and memory invariants inside a run (on the
+    interpreted core: mark the test ``instrumented``, see tests/test_native.py): at
+    every step start and end (``Replica``), every application of a decode stretch's
+    steps (``DecodeStretch.progress``, ``_uniform``: the jump applies many steps at
+    once), every allocation (``KVManager.allocate``) and every eviction
+    (``BlockCache.evict``: only unpinned blocks go)."""
+
+    def __init__(self, monkeypatch: Any) -> None:
+        orig_evict = BlockCache.evict
+        orig_allocate = KVManager.allocate
+        orig_start = Replica._start_step
+        orig_complete = Replica._complete
+        orig_progress = DecodeStretch.progress
+        orig_uniform = DecodeStretch._uniform
+        self.evicted = 0
+        self.jump_checks = 0
+
+        def evict(cache, k, out=None):
+            before = dict(cache.ref)
+            orig_evict(cache, k, out)
+            gone = set(before) - set(cache.ref)
+            assert len(gone) == k
+            assert all(before[h] == 0 for h in gone), "a pinned block was evicted"
+            self.evicted += k
+
+        def allocate(kv, n, t):
+            orig_allocate(kv, n, t)
+            check_memory(kv)
+
+        def start(rep):
+            orig_start(rep)
+            check_replica(rep.sched, rep.kv)
+
+        def complete(rep):
+            orig_complete(rep)
+            check_replica(rep.sched, rep.kv)
+
+        def progress(stretch, until):  # the decode jump applies many steps at once
+            orig_progress(stretch, until)
+            check_replica(stretch.sched, stretch.kv)
+            self.jump_checks += 1
+
+        def uniform(stretch, j, jn):
+            orig_uniform(stretch, j, jn)
+            check_replica(stretch.sched, stretch.kv)
+
+        monkeypatch.setattr(BlockCache, "evict", evict)
+        monkeypatch.setattr(KVManager, "allocate", allocate)
+        monkeypatch.setattr(Replica, "_start_step", start)
+        monkeypatch.setattr(Replica, "_complete", complete)
+        monkeypatch.setattr(DecodeStretch, "progress", progress)
+        monkeypatch.setattr(DecodeStretch, "_uniform", uniform)
 
 
 # ---------------------------------------------------------------- reference routers

@@ -4,6 +4,10 @@
 * every request appears exactly once, times are ordered, KV use never
   exceeds capacity, pinned blocks are never evicted (checked inside the run);
 * same inputs and seed give identical frames;
+* the built-in routers place every request as their plain references do
+  (tests/helpers.py: every replica scored from the public views);
+* the roofline's compiled kernel prices steps and decode runs bit for bit
+  as its ``step_time_ms``;
 * one replica with unbounded KV and non-overlapping requests reproduces the
   reuse analysis' infinite-cache token hit ratio (an independent
   implementation).
@@ -14,9 +18,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from helpers import (
+    InvariantChecks,
     assert_same,
     busy_workloads,
     hypothesis_settings,
+    reference_router,
     sim_configs,
     sim_workloads,
     simulate,
@@ -27,8 +33,6 @@ from hypothesis import strategies as st
 from inferasim import Workload
 from inferasim.reuse import infinite_hit_ratio
 from inferasim.sim import LinearCostModel, Simulator
-from inferasim.sim import cache as cache_mod
-from inferasim.sim import scheduler as sched_mod
 
 SETTINGS = hypothesis_settings(60, slow=True)
 
@@ -91,64 +95,6 @@ def test_frame_invariants(wl, cfg):
     assert res.replicas["preemptions"].sum() == req["preemptions"].sum()
 
 
-class _Checked:
-    """Monkeypatches that check the cache and memory invariants inside the run."""
-
-    def __init__(self, monkeypatch):
-        orig_evict = cache_mod.BlockCache.evict
-        orig_start = sched_mod.Replica._start_step
-        orig_complete = sched_mod.Replica._complete
-        orig_progress = sched_mod.Replica._progress
-        orig_uniform = sched_mod.Replica._uniform
-        self.evicted = 0
-        self.jump_checks = 0
-
-        def evict(cache, k, out=None):
-            before = dict(cache.ref)
-            orig_evict(cache, k, out)
-            gone = set(before) - set(cache.ref)
-            assert len(gone) == k
-            assert all(before[h] == 0 for h in gone), "a pinned block was evicted"
-            self.evicted += k
-
-        def check(rep):
-            c = rep.cache
-            assert rep.n_private >= 0
-            assert rep.n_private + len(c.ref) <= rep.capacity
-            assert c.pinned == sum(1 for r in c.ref.values() if r > 0)
-            assert all(r >= 0 for r in c.ref.values())
-            assert len(rep.running) <= rep.max_seqs
-            # each cached block is pinned exactly by the running sequences holding it
-            holders: dict[int, int] = {}
-            for seq in rep.running:
-                for h in seq.hashed:
-                    holders[h] = holders.get(h, 0) + 1
-            assert {h: r for h, r in c.ref.items() if r} == holders, "a reference count slipped"
-
-        def start(rep):
-            orig_start(rep)
-            check(rep)
-
-        def complete(rep):
-            orig_complete(rep)
-            check(rep)
-
-        def progress(rep, until):  # the decode jump applies many steps at once
-            orig_progress(rep, until)
-            check(rep)
-            self.jump_checks += 1
-
-        def uniform(rep, j, jn):
-            orig_uniform(rep, j, jn)
-            check(rep)
-
-        monkeypatch.setattr(cache_mod.BlockCache, "evict", evict)
-        monkeypatch.setattr(sched_mod.Replica, "_start_step", start)
-        monkeypatch.setattr(sched_mod.Replica, "_complete", complete)
-        monkeypatch.setattr(sched_mod.Replica, "_progress", progress)
-        monkeypatch.setattr(sched_mod.Replica, "_uniform", uniform)
-
-
 @pytest.mark.instrumented  # wraps the core's methods: see tests/test_native.py
 @settings(
     max_examples=40,
@@ -158,7 +104,7 @@ class _Checked:
 @given(wl=sim_workloads(), cfg=sim_configs(), fast=st.booleans())
 def test_pinned_never_evicted_and_memory_bounded(monkeypatch, wl, cfg, fast):
     with monkeypatch.context() as m:
-        checked = _Checked(m)
+        checked = InvariantChecks(m)
         res = simulate(wl, **cfg, fast=fast)
     assert checked.evicted == res.replicas["evictions"].sum()
 
@@ -205,28 +151,22 @@ def test_unbounded_single_replica_matches_infinite_cache_on_the_trace(conversati
     assert abs(res.summary()["token_hit_ratio"] - ceiling.token_hit_ratio) < 0.01
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     wl=st.one_of(sim_workloads(), busy_workloads()),
     cfg=sim_configs(),
-    policy=st.sampled_from(["kv_cost", "cache_aware", "least_loaded"]),
+    policy=st.sampled_from(["kv_cost", "cache_aware", "least_loaded", "conductor"]),
 )
-def test_builtin_router_fast_paths_equal_the_view_paths(wl, cfg, policy):
-    # The engine routes built-in policies by reading the replicas directly and
-    # advancing only those whose routing state changed; a plain callable gets
-    # fully advanced read-only views. Both must place every request alike.
-    from inferasim.sim.router import make_router
-
+def test_builtin_routers_equal_their_plain_references(wl, cfg, policy):
+    # Each built-in policy is written once (inferasim/sim/routing.py), compiled,
+    # reading the views lazily and pruning where it can; its reference scores every
+    # replica from the public ReplicaView attributes and sorts (tests/helpers.py).
+    # Both must place every request alike: the same frames.
     cfg = {**cfg, "replicas": max(cfg["replicas"], 2)}
-    inner = make_router(policy, block_size=wl.block_size)
-    inner.reset(cfg["replicas"], 0)
-
-    def via_views(request, replicas):
-        return inner(request, replicas)
-
-    fast = simulate(wl, **{**cfg, "routing": policy})
-    slow = simulate(wl, **{**cfg, "routing": via_views})
-    assert_same(fast, slow)
+    builtin = cfg["routing"] if policy == "kv_cost" and not isinstance(cfg["routing"], str) else policy
+    a = simulate(wl, **{**cfg, "routing": builtin})
+    b = simulate(wl, **{**cfg, "routing": reference_router(builtin)})
+    assert_same(a, b)
 
 
 ROOFLINES = [
@@ -238,65 +178,38 @@ ROOFLINES = [
 
 @pytest.mark.filterwarnings("ignore:RooflineCostModel.*the step time is a what-if:UserWarning")  # (extreme KV on purpose)
 @pytest.mark.parametrize(("model", "gpu", "tp"), ROOFLINES)
-def test_roofline_private_decode_paths_are_bit_identical(model, gpu, tp):
-    # The engine prices decode stretches through RooflineCostModel._decode_run
-    # (Python floats) and _decode_dt (numpy); both must equal the public
-    # step_time_ms exactly, and the run must sum left to right from its start.
+def test_roofline_kernel_decode_runs_are_bit_identical(model, gpu, tp):
+    # The engine prices decode stretches through the model's compiled kernel
+    # (kernel().run): the ends it appends must be the running sums, left to right
+    # from the run's start, of the public step_time_ms; step by step (k <= 3) and
+    # long runs (200 steps), batches from 0 to 300, contexts up to 900,000 tokens.
+    import pickle
+
     from inferasim.sim import RooflineCostModel
 
     m = RooflineCostModel(model, gpu, tp=tp)
-    # step by step (k <= 3), from the per-batch-size table summed by accumulate or by
-    # cumsum (k > 96), the table grown below and above what it held (b = 7 again)
+    kernel = m.kernel()
     cases = [(1, 0, 5), (7, 1000, 40), (64, 64 * 4000, 30), (0, 0, 2), (300, 5, 3), (3, 50, 300)]
-    cases += [(7, 10, 50), (7, 900_000, 20), (7, 1000, 40)]
+    cases += [(7, 10, 50), (7, 900_000, 20), (7, 1000, 40), (5, 3000, 200), (9, 70_000, 50)]
     for b, s, k in cases:
-        ends: list[float] = []
-        last = m._decode_run(ends, 12.5, b, s, k)
+        ends: list[float] = [1.0]  # (appended to)
+        last = kernel.run(ends, 12.5, b, s, k)
         e = 12.5
         for j in range(k):
             e += m.step_time_ms(0, 0, b, s + b * j)
-            assert ends[j] == e
-        assert last == e and len(ends) == k
-        bs = np.array([b, b + 1, 0, 3], dtype=np.int64)
-        cs = np.array([s, s + 7, 0, 10**9], dtype=np.int64)
-        assert np.array_equal(m._decode_dt(bs, cs), m.step_time_ms(0, 0, bs, cs))
-    assert m._dt_tables  # the table path ran
-    # the engine's ends are C doubles (array "d"): the same values
-    from array import array
-
-    for b, s, k in cases:
-        ends_l: list[float] = []
-        ends_a = array("d", [1.0])
-        assert m._decode_run(ends_a, 12.5, b, s, k) == m._decode_run(ends_l, 12.5, b, s, k)
-        assert ends_a.tolist() == [1.0, *ends_l]
-    # the table is a cache: not pickled, rebuilt the same
-    import pickle
-
+            assert ends[j + 1] == e
+        assert last == e and len(ends) == k + 1
+    # the kernel is not pickled: rebuilt from the constants, the same
     m2 = pickle.loads(pickle.dumps(m))
-    assert m2._dt_tables == {} and m2._dt_size == 0
-    ends2: list[float] = []
-    assert m2._decode_run(ends2, 12.5, 7, 1000, 40) == m._decode_run([], 12.5, 7, 1000, 40)
-
-
-def test_roofline_decode_table_cap_falls_back_to_the_loop(monkeypatch):
-    # Past the table's size cap a run is priced step by step: the same ends.
-    from inferasim.sim import RooflineCostModel, roofline
-
-    runs = [(5, 3000, 200), (9, 70_000, 50)]
-    full = RooflineCostModel()
-    want = [full._decode_run([], 3.0, b, s, k) for b, s, k in runs]
-    monkeypatch.setattr(roofline, "_TABLE_MAX_ENTRIES", 100)
-    capped = RooflineCostModel()
-    ends: list[float] = []
-    assert [capped._decode_run(ends, 3.0, b, s, k) for b, s, k in runs] == want
-    assert capped._dt_tables == {} and len(ends) == 250
+    assert m2.kernel() is not kernel
+    assert m2.kernel().run([], 12.5, 7, 1000, 40) == kernel.run([], 12.5, 7, 1000, 40)
 
 
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(wl=sim_workloads(max_n=12), cfg=sim_configs(), outputs=st.integers(30, 200))
 def test_jump_equals_plain_loop_with_the_roofline_and_long_outputs(wl, cfg, outputs):
-    # Long decode stretches (priced lazily, some runs through numpy) with the
-    # default roofline's private fast paths.
+    # Long decode stretches (priced lazily, in growing chunks) with the roofline's
+    # compiled kernel.
     from inferasim.sim import RooflineCostModel
 
     wl = Workload.from_requests(
@@ -331,10 +244,10 @@ def test_itl_columns_bound_each_other(wl, cfg):
 @pytest.mark.instrumented  # wraps the core's methods: see tests/test_native.py
 def test_invariant_checker_sees_inside_the_jump(monkeypatch):
     # a 200-token decode stretch cut by arrivals at 30 and 31 ms: the jump applies
-    # its steps in _progress/_uniform, which the checker wraps (issue 12)
+    # its steps in DecodeStretch.progress/_uniform, which the checker wraps (issue 12)
     wl = Workload.from_requests([0, 30, 31], [16, 16, 16], [200, 5, 5], [[1], [1], [2]], block_size=16)
     with monkeypatch.context() as m:
-        checked = _Checked(m)
+        checked = InvariantChecks(m)
         Simulator(kv_tokens=40 * 16, cost_model=LinearCostModel()).run(wl, progress=False)
     assert checked.jump_checks > 0
 
@@ -351,25 +264,24 @@ def test_invariant_checker_sees_inside_the_jump(monkeypatch):
 )
 def test_roofline_kernel_equals_step_time_ms_bit_for_bit(model, gpu, tp, b, s, k, p, c0):
     # The scheduler calls the model's compiled kernel directly: its decode run must
-    # be the sequential sum of step_time_ms(0, 0, b, s + b * j) (as _decode_run is),
-    # and its scalar step step_time_ms itself, for prefill chunks with decodes beside.
+    # be the sequential sum of step_time_ms(0, 0, b, s + b * j), and its scalar step
+    # step_time_ms itself (scalars and arrays), for prefill chunks with decodes beside.
     from inferasim.sim import RooflineCostModel
 
     m = _rooflines(model, gpu, tp)
+    kernel = m.kernel()
     ends: list[float] = [-1.0]
-    last = m._kernel.run(ends, 7.25, b, s, k)
+    last = kernel.run(ends, 7.25, b, s, k)
     e = 7.25
     for j in range(k):
         e += m.step_time_ms(0, 0, b, s + b * j)
         assert ends[j + 1] == e
     assert last == e and len(ends) == k + 1
-    if k:
-        assert m._decode_run([], 7.25, b, s, k) == last  # (the table path for k > 3)
     a = p * c0 + p * (p + 1) // 2  # attention pairs of a chunk of p after c0 cached
-    assert m._kernel.step_ints(p, a, b, s) == m.step_time_ms(p, a, b, s)
+    assert kernel.step(p, a, b, s) == m.step_time_ms(p, a, b, s)
     arr = m.step_time_ms(np.array([p]), np.array([a]), np.array([b]), np.array([s]))
-    assert m._kernel.step_ints(p, a, b, s) == arr[0]
-    assert isinstance(m, RooflineCostModel) and m._native_kernel() is m._kernel
+    assert kernel.step(p, a, b, s) == arr[0]
+    assert isinstance(m, RooflineCostModel) and m.kernel() is kernel
 
 
 _MODELS: dict = {}
@@ -384,10 +296,12 @@ def _rooflines(model, gpu, tp):
 
 
 def test_a_roofline_subclass_overriding_step_time_is_not_bypassed():
-    # The scheduler calls the roofline's kernel natively only when the model's class
-    # leaves step_time_ms and _decode_run alone. A subclass pricing every step twice
-    # (its decode stretches still go through the inherited _decode_run): one request
-    # of 512 tokens runs one prefill step, its TTFT, which doubles. Pickling keeps the
+    # The simulator prices a roofline's steps with its compiled kernel only when the
+    # model's class leaves step_time_ms alone: a subclass's kernel() is None, and then
+    # every step, prefill and decode, goes through its own step_time_ms. A subclass
+    # pricing every step twice: one request of 512 tokens and 3 outputs runs one
+    # prefill step (its TTFT) and two decode steps, and every time doubles (doubling
+    # is exact in floating point, so is a sum of doubled terms). Pickling keeps the
     # kernel (rebuilt from the constants).
     import pickle
 
@@ -398,13 +312,15 @@ def test_a_roofline_subclass_overriding_step_time_is_not_bypassed():
             return 2 * super().step_time_ms(p, a, d, c)
 
     base, twice = RooflineCostModel(), Twice()
-    assert base._native_kernel() is base._kernel and twice._native_kernel() is None
+    assert base.kernel() is not None and twice.kernel() is None
     wl = Workload.from_requests([0.0], [512], [3], [[1, 2, 3]], block_size=16)
     r0 = Simulator(kv_tokens=100 * 16, cost_model=base).run(wl, progress=False).requests.iloc[0]
     r1 = Simulator(kv_tokens=100 * 16, cost_model=twice).run(wl, progress=False).requests.iloc[0]
     assert r0.ttft_ms == base.step_time_ms(512, 512 * 513 // 2, 0, 0)
-    assert r1.ttft_ms == 2 * r0.ttft_ms  # (doubling is exact in floating point)
+    assert r0.e2e_ms == r0.ttft_ms + base.step_time_ms(0, 0, 1, 513) + base.step_time_ms(0, 0, 1, 514)
+    assert r1.ttft_ms == 2 * r0.ttft_ms
+    assert r1.e2e_ms == 2 * r0.e2e_ms
     again = pickle.loads(pickle.dumps(base))
-    assert again._kernel is not base._kernel and again._kernel.run([], 1.0, 3, 900, 5) == (
-        base._kernel.run([], 1.0, 3, 900, 5)
+    assert again.kernel() is not base.kernel() and again.kernel().run([], 1.0, 3, 900, 5) == (
+        base.kernel().run([], 1.0, 3, 900, 5)
     )

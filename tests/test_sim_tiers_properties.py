@@ -4,7 +4,9 @@
   per-replica tiers and a shared pool (which couples the replicas in time);
 * every request once, ordered times, hit columns adding up, no tier above
   its capacity and pinned HBM blocks never evicted (checked inside the run);
-* built-in routers read the replicas directly with tiers too: same as views;
+* built-in routers with tiers place every request as their plain references
+  do (tests/helpers.py; effective matches, the conductor's load estimates),
+  on aggregated and disaggregated fleets;
 * the timing-free limit: one replica, non-overlapping requests, a tiny HBM
   and a DRAM tier reproduce an exclusive LRU hierarchy replayed here
   independently (stack distances over an OrderedDict) and
@@ -19,9 +21,13 @@ from dataclasses import replace
 import numpy as np
 import pytest
 from helpers import (
+    InvariantChecks,
+    ReferenceConductor,
+    ScriptedRouter,
     assert_same,
     busy_workloads,
     hypothesis_settings,
+    reference_router,
     sim_configs,
     sim_workloads,
     simulate,
@@ -33,8 +39,7 @@ from conftest import draw_tiers
 from inferasim import Workload
 from inferasim.reuse import tiered_hit_rate
 from inferasim.sim import Disaggregated, EngineConfig, LinearCostModel, Simulator, Tier, Tiers
-from inferasim.sim import cache as cache_mod
-from inferasim.sim import scheduler as sched_mod
+from inferasim.sim.engine import tier_savings
 from inferasim.sim.router import ConductorRouter
 
 # (no shrinking: a failing case of these multi-replica runs takes minutes to shrink)
@@ -70,52 +75,12 @@ def test_jump_equals_plain_loop_with_tiers(wl, cfg):
     assert_same(fast, plain)
 
 
-class _Checked:
-    """Monkeypatches checking HBM pins, memory and tier capacities inside the run."""
-
-    def __init__(self, monkeypatch):
-        orig_evict = cache_mod.BlockCache.evict
-        orig_start = sched_mod.Replica._start_step
-        orig_complete = sched_mod.Replica._complete
-        self.evicted = 0
-
-        def evict(cache, k, out=None):
-            before = dict(cache.ref)
-            orig_evict(cache, k, out)
-            gone = set(before) - set(cache.ref)
-            assert len(gone) == k
-            assert all(before[h] == 0 for h in gone), "a pinned block was evicted"
-            self.evicted += k
-
-        def check(rep):
-            c = rep.cache
-            assert rep.n_private >= 0
-            assert rep.n_private + len(c.ref) <= rep.capacity
-            assert c.pinned == sum(1 for r in c.ref.values() if r > 0)
-            assert len(rep.running) <= rep.max_seqs
-            if rep.tiers is not None:
-                for store in rep.tiers.stores:
-                    assert len(store.blocks) <= store.capacity
-
-        def start(rep):
-            orig_start(rep)
-            check(rep)
-
-        def complete(rep):
-            orig_complete(rep)
-            check(rep)
-
-        monkeypatch.setattr(cache_mod.BlockCache, "evict", evict)
-        monkeypatch.setattr(sched_mod.Replica, "_start_step", start)
-        monkeypatch.setattr(sched_mod.Replica, "_complete", complete)
-
-
 @pytest.mark.instrumented  # wraps the core's methods: see tests/test_native.py
 @hypothesis_settings(40, slow=True, fixtures=True, shrink=False)
 @given(wl=st.one_of(sim_workloads(), busy_workloads()), cfg=tier_configs(), fast=st.booleans())
 def test_invariants_with_tiers(monkeypatch, wl, cfg, fast):
     with monkeypatch.context() as m:
-        checked = _Checked(m)
+        checked = InvariantChecks(m)  # (with the tiers' capacities)
         res = simulate(wl, **cfg, fast=fast)
     assert checked.evicted == res.replicas["evictions"].sum()
     req = res.requests
@@ -151,43 +116,20 @@ def test_invariants_with_tiers(monkeypatch, wl, cfg, fast):
     cfg=tier_configs(),
     policy=st.sampled_from(["kv_cost", "cache_aware"]),
 )
-def test_tier_aware_router_fast_paths_equal_the_view_paths(wl, cfg, policy):
-    from inferasim.sim.engine import tier_savings
-    from inferasim.sim.router import make_router
-
+def test_tier_aware_routers_equal_their_plain_references(wl, cfg, policy):
+    # effective matches: the references weigh each tier's blocks by the savings
+    # computed here from the public tier_savings (the views' tier_savings must be them)
     cfg = {**cfg, "replicas": max(cfg["replicas"], 2)}
-    inner = make_router(policy, block_size=wl.block_size)
-    inner.reset(cfg["replicas"], 0)
     tiers = cfg["tiers"]
+    saving = ()
     if any(t.capacity_tokens >= wl.block_size for t in tiers):
-        inner.tier_saving = tier_savings(
+        saving = tier_savings(
             cfg["cost_model"], tuple(tiers), wl.block_size, cfg["engine"].max_batched_tokens,
             cfg["cost_model"].kv_bytes_per_token,
         )
-
-    def via_views(request, replicas):
-        return inner(request, replicas)
-
-    fast = simulate(wl, **{**cfg, "routing": policy})
-    slow = simulate(wl, **{**cfg, "routing": via_views})
-    assert_same(fast, slow)
-
-
-class _BothConductor(ConductorRouter):
-    """The conductor through the public views and through its fast path, compared at
-    every arrival (the fast path runs second: its link advances to the same instant
-    are no-ops after the views')."""
-
-    def __init__(self) -> None:
-        self.calls = 0
-
-    def __call__(self, request, replicas):
-        slow = super().__call__(request, replicas)
-        want = [v.ttft_estimate_ms + v.handoff_estimate_ms for v in replicas]
-        assert self._estimates(replicas) == want  # the same floats
-        assert self._fast(replicas) == slow
-        self.calls += 1
-        return slow
+    builtin = simulate(wl, **{**cfg, "routing": policy})
+    ref = simulate(wl, **{**cfg, "routing": reference_router(policy, saving)})
+    assert_same(builtin, ref)
 
 
 @hypothesis_settings(40, shrink=False)
@@ -197,50 +139,52 @@ class _BothConductor(ConductorRouter):
     split=st.sampled_from([None, (1, 1), (2, 1), (3, 2)]),
     layerwise=st.booleans(),
 )
-def test_conductor_fast_path_equals_the_view_path(wl, cfg, split, layerwise):
-    # private tiers (per-replica tier_match), a shared pool alone (the shared-tier lookup
-    # done once per request) or tiers too small to hold a block (none), on aggregated and
-    # disaggregated fleets (handoff estimates on the prefill instances' links)
+def test_conductor_equals_its_plain_reference(wl, cfg, split, layerwise):
+    # private tiers (the per-replica walk), a shared pool alone (looked up once per
+    # request, tiers.SharedLookup) or tiers too small to hold a block (none), on
+    # aggregated and disaggregated fleets (handoff estimates on the prefill
+    # instances' links): the smallest ttft_estimate_ms + handoff_estimate_ms
     if split is not None:
         cfg["replicas"] = Disaggregated(split[0], split[1], layerwise=layerwise)
-    router = _BothConductor()
-    fast = simulate(wl, **{**cfg, "routing": "conductor"})
-    slow = simulate(wl, **{**cfg, "routing": router})
-    assert_same(fast, slow)
-    assert router.calls == int((fast.requests["replica"] >= 0).sum())
+    router = ReferenceConductor()
+    builtin = simulate(wl, **{**cfg, "routing": "conductor"})
+    ref = simulate(wl, **{**cfg, "routing": router})
+    assert_same(builtin, ref)
+    assert router.calls == int((builtin.requests["replica"] >= 0).sum())
 
 
 def test_conductor_estimates_with_a_repeated_id_in_a_shared_pool():
-    # A shared pool holds blocks 1 and 2; replica 0's HBM holds block 1, replica 1's
-    # nothing. The request (64 tokens, blocks 1, 2, 1, 3, limit (64 - 1) // 16 = 3 ->
-    # 1, 2, 1). Replica 0: HBM run 1, then 2 from the pool, then 1 again in HBM:
-    # (hbm 2, pool 1). Replica 1: 1 and 2 from the pool, then the repeated 1 ends the
-    # run (already counted for loading, as Replica.tier_match does): (0, 2).
-    from inferasim.sim.router import ReplicaView
-    from inferasim.sim.scheduler import Outputs, Replica
-    from inferasim.sim.tiers import ReplicaTiers, TierStore
+    # Block size 16, one write-through shared pool (10 blocks), 4 HBM blocks a
+    # replica. A (33 tokens, blocks 1, 2, one output) on replica 0 at 0: its prefill
+    # caches 1 and 2 and writes them through to the pool; done, both evictable (2,
+    # the tail, released first). B (48 tokens, no full block of ids) on replica 0 at
+    # 100 needs 3 blocks, 2 are free: 2 is evicted (LRU; the pool holds it already).
+    # Now replica 0's HBM holds block 1, replica 1's nothing, the pool 1 and 2.
+    # R (64 tokens, blocks 1, 2, 1, 3) at 200: limit (64 - 1) // 16 = 3 -> 1, 2, 1.
+    # Replica 0: HBM run 1, then 2 from the pool, then 1 again in HBM: (hbm 2,
+    # pool 1). Replica 1: 1 and 2 from the pool, then the repeated 1 ends the run
+    # (its first copy is loaded already): (0, 2). The conductor takes the smaller
+    # estimate: 3 blocks cached vs 2. Admission on replica 0 loads block 2 (16 tokens
+    # of 1e4 bytes at 1 GB/s: 0.16 ms + 5 us, less than recomputing blocks 2 and 1,
+    # 32 * 0.05 = 1.6 ms): 48 tokens cached, 16 of them from the pool.
+    pool = Tier("pool", 10 * 16, read_gbps=1.0, write_gbps=1.0, latency_us=5.0, shared=True,
+                write="through")
+    wl = Workload.from_requests([0, 100, 200], [33, 48, 64], [1, 1, 1],
+                                [[1, 2, 10], [], [1, 2, 1, 3]], block_size=16)
 
-    pool = Tier("pool", 10 * 16, read_gbps=1.0, write_gbps=1.0, latency_us=5.0, shared=True)
-    shared = {"pool": TierStore(10, log=True)}
-    shared["pool"].put(1)
-    shared["pool"].put(2)
-    reps = [
-        Replica(
-            r, cost=LinearCostModel(), block_size=16, capacity=50, max_num_seqs=8,
-            max_batched_tokens=64, chunked_prefill=True, eviction="lru", out=Outputs(1),
-            sample_ms=1000.0, jump=True,
-            tiers=ReplicaTiers((pool,), shared, 16, 1e5, False),
-        )
-        for r in range(2)
-    ]
-    reps[0].cache.register(1)
-    reps[0].cache.release([1])
-    cur = [[1, 2, 1, 3], 3, 0.0, 64]
-    views = tuple(ReplicaView(rep, cur, memo={}) for rep in reps)
-    assert [v.hit_blocks_by_tier for v in views] == [(2, 1), (0, 2)]
-    want = [v.ttft_estimate_ms + v.handoff_estimate_ms for v in views]
-    assert ConductorRouter()._estimates(views) == want
-    assert want[0] != want[1]  # (the repeat matters: 3 blocks cached vs 2)
+    def look(views):
+        return [(v.hit_blocks_by_tier, v.ttft_estimate_ms + v.handoff_estimate_ms)
+                for v in views]
+
+    router = ScriptedRouter([0, 0], ConductorRouter(), look)
+    res = Simulator(replicas=2, routing=router, kv_tokens=4 * 16, tiers=[pool],
+                    cost_model=LinearCostModel(kv_bytes_per_token=1e4)).run(wl, progress=False)
+    (hits0, est0), (hits1, est1) = router.seen[0]
+    assert (hits0, hits1) == ((2, 1), (0, 2))
+    assert est0 < est1  # (the repeat matters: 3 blocks cached vs 2)
+    assert res.requests["replica"].tolist() == [0, 0, 0]
+    assert res.requests["cached_tokens"].tolist() == [0, 0, 48]
+    assert res.requests["pool_hit_tokens"].tolist() == [0, 0, 16]
 
 
 # ---------------------------------------------------------------- timing-free limit
