@@ -24,8 +24,8 @@ from hypothesis import strategies as st
 from conftest import draw_tiers, examples, family_workload
 from inferasim import Workload
 from inferasim.sim import EngineConfig, LinearCostModel, Tier, Tiers
-from inferasim.sim import scheduler as sched_mod
-from inferasim.sim import tiers as tiers_mod
+from inferasim.sim.kv import KVManager
+from inferasim.sim.tiers import ReplicaTiers
 
 # (no shrinking: a failing case of these multi-replica runs takes minutes to shrink)
 SETTINGS = hypothesis_settings(examples(60), slow=True, fixtures=True, shrink=False)
@@ -92,8 +92,8 @@ class _PoolOrder:
     def __init__(self, monkeypatch) -> None:
         self.times: list[float] = []
         times = self.times
-        write, take = tiers_mod.ReplicaTiers._write, tiers_mod.ReplicaTiers.take
-        lower = sched_mod.Replica._lower_run
+        write, take = ReplicaTiers._write, ReplicaTiers.take
+        lower = KVManager.lower_run
 
         # (a shared tier too small for a block holds nothing and couples nobody)
         def _write(rt, t, k, ids, distinct=False):
@@ -101,19 +101,19 @@ class _PoolOrder:
                 times.append(t)
             return write(rt, t, k, ids, distinct)
 
-        def _lower_run(rep, ids, m, limit, t):  # (admission looks the run up in every tier)
-            if any(rep.tiers.tiers[k].shared for k in rep.tiers.active):
+        def _lower_run(kv, ids, m, limit, t):  # (admission looks the run up in every tier)
+            if any(kv.tiers.tiers[k].shared for k in kv.tiers.active):
                 times.append(t)
-            return lower(rep, ids, m, limit, t)
+            return lower(kv, ids, m, limit, t)
 
         def _take(rt, k, ids):  # (a load from a shared tier refreshes its LRU order)
             if rt.tiers[k].shared:  # (at the time of the admission's look-up)
                 times.append(times[-1])
             return take(rt, k, ids)
 
-        monkeypatch.setattr(tiers_mod.ReplicaTiers, "_write", _write)
-        monkeypatch.setattr(tiers_mod.ReplicaTiers, "take", _take)
-        monkeypatch.setattr(sched_mod.Replica, "_lower_run", _lower_run)
+        monkeypatch.setattr(ReplicaTiers, "_write", _write)
+        monkeypatch.setattr(ReplicaTiers, "take", _take)
+        monkeypatch.setattr(KVManager, "lower_run", _lower_run)
 
 
 @pytest.mark.instrumented  # wraps the core's methods: see tests/test_native.py
