@@ -15,7 +15,8 @@ import pytest
 from helpers import runner
 
 import inferasim as ism
-from inferasim.sim import engine, scheduler
+from inferasim.sim import decode, engine
+from inferasim.sim.recorder import Recorder
 from inferasim.workload import Workload
 
 
@@ -62,19 +63,24 @@ def test_a_bad_step_time_names_the_cost_model_and_inputs(bad, when, fast):
     assert "finite and >= 0" in msg
 
 
-def test_vectorised_pricing_is_checked():
-    # the array path of Replica._price (stretches of more than 64 steps)
+@pytest.mark.parametrize("fast", [True, False])
+def test_a_decode_run_is_checked_at_its_first_bad_step(fast):
+    # One request of 16 tokens and 200 outputs: one prefill step, then decode steps of
+    # one sequence with 17, 18, ... tokens of context. The jumping loop prices the
+    # whole 199-step stretch in one run of the kernel (a user cost model: one
+    # step_time_ms call a step), the plain loop one step at a time; both stop at the
+    # first bad step time (context 41, the 25th decode step), nothing priced after it.
     wl = Workload.from_requests([0.0], [16], [200], block_size=16)
     calls = []
 
     class Spy(Scalar):
         def step_time_ms(self, pt, pa, b, s):
-            calls.append(isinstance(b, np.ndarray))
+            calls.append((pt, pa, b, s))
             return super().step_time_ms(pt, pa, b, s)
 
     with pytest.raises(ValueError, match=r"decode_seqs=1, decode_context=41\)"):
-        run(wl, cost_model=Spy(math.nan, "decode"))
-    assert any(calls)  # the error came from the array call
+        run(wl, cost_model=Spy(math.nan, "decode"), fast=fast)
+    assert calls == [(16, 16 * 17 // 2, 0, 0)] + [(0, 0, 1, c) for c in range(17, 42)]
 
 
 def test_finite_step_times_that_overflow_never_give_frames():
@@ -148,6 +154,10 @@ def test_sparse_phase_histogram_gives_the_dense_frames(monkeypatch):
                                  num_prefixes=3, prefix_len=128, block_size=64, seed=5)
     sim = ism.Simulator(replicas=2, cost_model=ism.LinearCostModel(), kv_tokens=40 * 64)
     dense = sim.run(wl, progress=False)
-    monkeypatch.setattr(scheduler, "_DENSE_PHASES", 0)
+    assert decode.DecodeGroup(64, Recorder(1.0, 0.0)).sparse is None
+    monkeypatch.setattr(decode, "DENSE_PHASES", 0)
+    assert decode.DecodeGroup(64, Recorder(1.0, 0.0)).sparse == {}  # (the patch reaches it)
     sparse = sim.run(wl, progress=False)
     assert dense.requests.equals(sparse.requests) and dense.timeline.equals(sparse.timeline)
+    plain = sim.set_params(fast=False).run(wl, progress=False)
+    assert dense.requests.equals(plain.requests) and dense.timeline.equals(plain.timeline)
