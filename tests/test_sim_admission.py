@@ -6,8 +6,9 @@
 * rejected requests consume nothing: the run equals the run of the workload
   without them;
 * the conductor picks what a brute-force TTFT estimate picks, computed here
-  from the replica's internal queues with an independent chunk loop (its
-  view path, whose prefill times are memoised, and its fast path).
+  from the replica's internal queues with an independent chunk loop (the
+  views' estimates are memoised); a subclass that checks it routes as the
+  built-in does.
 """
 
 from __future__ import annotations
@@ -137,28 +138,30 @@ def test_rejected_requests_consume_nothing(wl, cfg, routing, data):
 
 
 def _brute_ttft(rep, ids, limit, input_len, now, cost) -> float:
-    """TTFT estimate from the replica's internals, chunk by chunk (independent loop)."""
-    budget = max(rep.max_tokens - rep.B, 1)
+    """TTFT estimate from the replica's internals (its scheduler's queues and current
+    step, its decode group, its prefix cache), chunk by chunk (independent loop)."""
+    sched, B, S = rep.sched, rep.group.batch, rep.group.context
+    budget = max(sched.max_tokens - B, 1)
 
     def prefill(tokens: int, start: int) -> float:
         chunks = [budget] * (tokens // budget) + ([tokens % budget] if tokens % budget else [])
         t, c = 0.0, start
         for n in chunks:
-            t += cost.step_time_ms(n, sum(range(c + 1, c + n + 1)), rep.B, rep.S)
+            t += cost.step_time_ms(n, sum(range(c + 1, c + n + 1)), B, S)
             c += n
         return t
 
-    in_flight = {id(s): n for s, n in rep.cur_chunks} if rep.in_step else {}
-    pending = sum(s.tokens for s in rep.waiting) + sum(
-        s.tokens - s.computed - in_flight.get(id(s), 0) for s in rep.prefilling
+    in_flight = {id(s): n for s, n in sched.chunks} if sched.in_step else {}
+    pending = sum(s.tokens for s in sched.waiting) + sum(
+        s.tokens - s.computed - in_flight.get(id(s), 0) for s in sched.prefilling
     )
-    wait = max(rep.step_end - now, 0.0) if rep.in_step else 0.0
+    wait = max(sched.step_end - now, 0.0) if sched.in_step else 0.0
     hit = 0
     for h in ids[:limit]:
-        if h not in rep.cache.ref:
+        if h not in rep.kv.cache.ref:
             break
         hit += 1
-    cached = hit * rep.bs
+    cached = hit * rep.kv.bs
     return wait + prefill(pending, 0) + prefill(input_len - cached, cached)
 
 
@@ -171,19 +174,18 @@ class _Checking(ConductorRouter):
 
     def __call__(self, request, replicas):
         choice = super().__call__(request, replicas)
-        reps = [v._rep for v in replicas]  # the replicas behind the views
+        reps = [v.rep for v in replicas]  # the replicas behind the views (advanced to now)
         ids = list(request.hash_ids)
-        limit = min((request.input_len - 1) // reps[0].bs, len(ids))
+        limit = min((request.input_len - 1) // reps[0].kv.bs, len(ids))
         est = [
             _brute_ttft(r, ids, limit, request.input_len, request.arrival_ms, self.cost)
             for r in reps
         ]
         best = min(est)
         ties = [i for i, e in enumerate(est) if e == best]
-        loads = [reps[i].outstanding for i in ties]
+        loads = [reps[i].sched.outstanding for i in ties]
         want = ties[loads.index(min(loads))]
         assert choice == want, (est, choice, want)
-        assert self._fast(replicas) == choice  # the engine's fast path (routing="conductor")
         self.calls += 1
         return choice
 
@@ -194,6 +196,7 @@ def test_conductor_picks_the_brute_force_minimum(wl, cfg):
     router = _Checking(cfg["cost_model"])
     res = simulate(wl, **{**cfg, "routing": router})
     assert router.calls == int((res.requests["status"] == "finished").sum())
+    assert_same(res, simulate(wl, **{**cfg, "routing": "conductor"}))
 
 
 def test_conductor_prefers_the_cached_replica_until_its_queue_costs_more():
