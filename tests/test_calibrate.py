@@ -157,10 +157,14 @@ def test_warns_once_when_a_sequence_kv_cannot_fit():
     fresh = RooflineCostModel()
     with pytest.warns(UserWarning, match="at least 412,000 tokens"):
         fresh.step_time_ms(2_000, prefill_attention_pairs(2_000, 410_000), 0, 0)
-    # the vectorised decode path of the engine checks too
+    # the engine's decode runs (the compiled kernel) check too: one step of 2
+    # sequences with 1,000,000 tokens of context, 500,000 a sequence
     jump = RooflineCostModel()
     with pytest.warns(UserWarning, match="at least 500,000 tokens"):
-        jump._decode_dt(np.array([1, 2]), np.array([10, 1_000_000]))
+        jump.kernel().run([], 0.0, 2, 1_000_000, 1)
+    # and its steps: the prefill above, priced by the kernel
+    with pytest.warns(UserWarning, match="at least 412,000 tokens"):
+        RooflineCostModel().kernel().step(2_000, prefill_attention_pairs(2_000, 410_000), 0, 0)
 
 
 # ------------------------------------------------------------------ linear
