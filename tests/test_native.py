@@ -111,7 +111,7 @@ def test_instrumented_tests_pass_on_the_interpreted_core(tmp_path, request):
     tail = proc.stdout[-3000:]
     assert proc.returncode == 0, tail
     # every instrumented test ran and passed (none was deselected there, none skipped)
-    marked = 7  # test_sim_properties 2, _tiers_properties 1, _tiers_coupled 1, _disagg_sync 2,
+    marked = 8  # test_sim_properties 2, _tiers_properties 1, _tiers_coupled 1, _disagg_sync 3,
     # test_reliability_expectations 1
     summary = tail.strip().splitlines()[-1]
     assert summary.startswith(f"{marked} passed,") and "skipped" not in summary, tail
