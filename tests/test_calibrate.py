@@ -164,7 +164,7 @@ def test_warns_once_when_a_sequence_kv_cannot_fit():
         jump.kernel().run([], 0.0, 2, 1_000_000, 1)
     # and its steps: the prefill above, priced by the kernel
     with pytest.warns(UserWarning, match="at least 412,000 tokens"):
-        RooflineCostModel().kernel().step(2_000, prefill_attention_pairs(2_000, 410_000), 0, 0)
+        RooflineCostModel().kernel().step(2_000, int(prefill_attention_pairs(2_000, 410_000)), 0, 0)
 
 
 # ------------------------------------------------------------------ linear
