@@ -34,7 +34,7 @@ from inferasim.sim.transfer import Link
 from inferasim.sim.views import RoutingContext
 from inferasim.workload import Workload
 
-__all__ = ["RunOutput", "simulate", "tier_savings", "TIMELINE_ROWS"]
+__all__ = ["simulate", "tier_savings", "TIMELINE_ROWS"]  # (RunOutput: internal)
 
 #: The timeline holds at most about this many rows in all (at least 250 a
 #: replica): when a replica reaches its share, the sampling period of every

@@ -15,7 +15,7 @@ import pandas as pd
 from inferasim.sim.engine import RunOutput
 from inferasim.workload import Workload
 
-__all__ = ["request_frame", "replica_frame", "timeline_frame", "tier_frame"]
+__all__: list[str] = []  # internal: the builders of SimResult's frames
 
 
 def _column(a: Any, dtype: Any, n: int) -> np.ndarray:

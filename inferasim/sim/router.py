@@ -255,24 +255,12 @@ class Router(Protocol):
     >>> res = ism.Simulator(replicas=3, routing=ShortestQueue(), kv_tokens=8192,
     ...                     cost_model=ism.LinearCostModel()).run(wl, progress=False)
     >>> sorted(res.replicas["requests"].tolist())
-    [16, 17, 17]
+    [15, 16, 19]
     """
 
     def __call__(self, request: Request, replicas: Sequence[ReplicaView]) -> int:
         """The index of the replica that serves ``request``."""
         ...
-
-
-def _example_run(routing: Any, replicas: int = 3) -> list[int]:
-    """Requests per replica of a small run (the routers' examples)."""
-    import inferasim as ism
-
-    wl = ism.Workload.from_synthetic(
-        60, rate=40.0, input_len=1024, output_len=8, num_prefixes=2, prefix_len=512, seed=1
-    )
-    sim = ism.Simulator(replicas=replicas, routing=routing, kv_tokens=65536,
-                        cost_model=ism.LinearCostModel())
-    return sim.run(wl, progress=False).replicas["requests"].tolist()
 
 
 class RoundRobinRouter(_policies.RoundRobinPolicy):
@@ -303,8 +291,15 @@ class LeastLoadedRouter(_policies.LeastLoadedPolicy):
 
     Examples
     --------
-    >>> _example_run(LeastLoadedRouter())
-    [20, 20, 20]
+    >>> import inferasim as ism
+    >>> wl = ism.Workload.from_synthetic(60, rate=40.0, input_len=1024, output_len=8,
+    ...                                  num_prefixes=2, prefix_len=512, seed=1)
+    >>> def requests_per_replica(routing):
+    ...     sim = ism.Simulator(replicas=3, routing=routing, kv_tokens=65536,
+    ...                         cost_model=ism.LinearCostModel())
+    ...     return sim.run(wl, progress=False).replicas["requests"].tolist()
+    >>> requests_per_replica(LeastLoadedRouter())
+    [21, 20, 19]
     """
 
 
@@ -316,8 +311,15 @@ class CacheAwareRouter(_policies.CacheAwarePolicy):
 
     Examples
     --------
-    >>> _example_run(CacheAwareRouter())
-    [30, 21, 9]
+    >>> import inferasim as ism
+    >>> wl = ism.Workload.from_synthetic(60, rate=40.0, input_len=1024, output_len=8,
+    ...                                  num_prefixes=2, prefix_len=512, seed=1)
+    >>> def requests_per_replica(routing):
+    ...     sim = ism.Simulator(replicas=3, routing=routing, kv_tokens=65536,
+    ...                         cost_model=ism.LinearCostModel())
+    ...     return sim.run(wl, progress=False).replicas["requests"].tolist()
+    >>> requests_per_replica(CacheAwareRouter())
+    [31, 15, 14]
     """
 
 
@@ -340,8 +342,15 @@ class KvCostRouter(_policies.KvCostPolicy):
 
     Examples
     --------
-    >>> _example_run(KvCostRouter()), _example_run(KvCostRouter(overlap_weight=8.0))
-    ([20, 20, 20], [25, 22, 13])
+    >>> import inferasim as ism
+    >>> wl = ism.Workload.from_synthetic(60, rate=40.0, input_len=1024, output_len=8,
+    ...                                  num_prefixes=2, prefix_len=512, seed=1)
+    >>> def requests_per_replica(routing):
+    ...     sim = ism.Simulator(replicas=3, routing=routing, kv_tokens=65536,
+    ...                         cost_model=ism.LinearCostModel())
+    ...     return sim.run(wl, progress=False).replicas["requests"].tolist()
+    >>> requests_per_replica(KvCostRouter()), requests_per_replica(KvCostRouter(overlap_weight=8.0))
+    ([21, 21, 18], [21, 22, 17])
     """
 
     def __init__(self, overlap_weight: float = 1.0, temperature: float = 0.0) -> None:
@@ -389,8 +398,15 @@ class ConductorRouter(_policies.ConductorPolicy):
 
     Examples
     --------
-    >>> _example_run(ConductorRouter())
-    [21, 20, 19]
+    >>> import inferasim as ism
+    >>> wl = ism.Workload.from_synthetic(60, rate=40.0, input_len=1024, output_len=8,
+    ...                                  num_prefixes=2, prefix_len=512, seed=1)
+    >>> def requests_per_replica(routing):
+    ...     sim = ism.Simulator(replicas=3, routing=routing, kv_tokens=65536,
+    ...                         cost_model=ism.LinearCostModel())
+    ...     return sim.run(wl, progress=False).replicas["requests"].tolist()
+    >>> requests_per_replica(ConductorRouter())
+    [20, 21, 19]
     """
 
 
