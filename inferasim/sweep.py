@@ -186,7 +186,7 @@ def _repr(value: Any) -> str | None:
     --------
     >>> from inferasim.sim import KvCostRouter
     >>> _repr(KvCostRouter(overlap_weight=2.0))
-    'KvCostRouter(overlap_weight=2.0, temperature=0.0, block_size=512)'
+    'KvCostRouter(overlap_weight=2.0, temperature=0.0)'
     >>> _repr(lambda: 0) is None
     True
     """

@@ -223,7 +223,7 @@ def test_probes_run_on_copies_with_the_run_options():
     res = plan.min_replicas(wl16, sim, slo_ttft_ms=11.0,
                             run={"timeline_ms": 1.0, "progress": False})
     assert res.replicas >= 2 and sim.replicas == 1
-    assert router.block_size == 512 and router.overlap_weight == 3.0
+    assert router.overlap_weight == 3.0
     with pytest.raises(ValueError, match="run= takes options of Simulator.run"):
         plan.max_rate(dd1_workload(), sim, slo_ttft_ms=30.0, run={"replicas": 2})
 
