@@ -64,9 +64,12 @@ class Columns:
     (5.0, 0.004, ([1, 2], 2), ([3], 0))
     """
 
-    def __init__(self, wl: Any, capacity: int, sample_ms: float | None) -> None:
+    def __init__(
+        self, wl: Any, capacity: int, sample_ms: float | None, page_tokens: int = 0
+    ) -> None:
         n = len(wl)
         bs = int(wl.block_size)
+        page = page_tokens if page_tokens > 0 else bs
         arrival = wl.arrival_ms.astype(np.float64)
         P = wl.input_len.astype(np.int64)
         if wl.has_hash_ids:
@@ -80,7 +83,8 @@ class Columns:
                 sample_ms = MIN_TIMELINE_MS
         self.n = n
         self.bs = bs
-        self.reasons = rejection_reasons(wl.input_len, wl.output_len, bs, capacity)
+        self.page = page  # tokens a KV page (memory)
+        self.reasons = rejection_reasons(wl.input_len, wl.output_len, page, capacity)
         self.arrival = arrival
         self.t0 = float(arrival[0]) if n else 0.0
         self.sample_ms = float(sample_ms)

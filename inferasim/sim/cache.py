@@ -10,6 +10,21 @@ workloads without hash ids, duplicates of a block another request cached
 first) are *private*: the scheduler only counts them. Memory per replica is
 ``private + cached <= capacity``.
 
+Pages
+-----
+An engine allocates KV in *pages* (vLLM: 16 tokens) smaller than the
+workload's hash blocks. With ``pages_per_block > 1`` every count here is in
+pages: a cache entry is one hash block of ``pages_per_block`` pages, and
+evicting a page takes the last resident page of the entry the policy picks
+(vLLM frees a request's pages to the tail of its free queue in reverse
+order, so a block's tail pages go before its head:
+``vllm/v1/core/block_pool.py``, ``BlockPool.free_blocks``). An entry that
+lost its tail pages is *partial*: a lookup reuses its leading pages and
+stops there (vLLM hashes every page, so the leading pages of a block still
+hit). Entries keyed by :func:`own_key` hold a request's own pages past its
+last hashed block (its prompt tail and generated tokens), which only that
+request can hit again, after a preemption.
+
 Eviction policies
 -----------------
 ``"lru"`` (default)
@@ -40,7 +55,21 @@ from collections.abc import Sequence
 from itertools import islice
 from typing import Any
 
-__all__ = ["BlockCache", "EVICTION_POLICIES", "make_policy"]
+__all__ = ["BlockCache", "EVICTION_POLICIES", "make_policy", "own_key"]
+
+#: Keys of own-page entries lie above every int64 hash id.
+OWN_BASE = 1 << 64
+
+
+def own_key(rid: int) -> int:
+    """The cache key of request ``rid``'s own pages (never a workload hash id).
+
+    Examples
+    --------
+    >>> own_key(3) - 2**64
+    3
+    """
+    return OWN_BASE + rid
 
 EVICTION_POLICIES = ("lru", "fifo", "lfu", "length_aware")
 
@@ -167,15 +196,24 @@ class BlockCache:
     eviction : {"lru", "fifo", "lfu", "length_aware"} or EvictionPolicy, default "lru"
         Which evictable block goes first when a new block is needed (see
         the module docstring and :class:`inferasim.sim.eviction.EvictionPolicy`).
+    pages_per_block : int, default 1
+        Engine pages in one hash block; counts are in pages (see "Pages").
+    partial : bool, default True
+        With pages, evict page by page (an entry can lose its tail pages);
+        False evicts whole entries (what lower tiers, which store whole
+        blocks, need).
 
     Attributes
     ----------
     ref : dict
-        Cached hash id -> reference count (0 = evictable).
+        Cached key -> reference count (0 = evictable).
     pinned : int
-        Cached blocks with a reference count > 0.
+        Cached pages with a reference count > 0.
+    pages : int
+        Cached pages (pinned and evictable).
     evictions : int
-        Blocks evicted so far.
+        Entries evicted so far (whole; a partial entry counts when its last
+        page goes).
 
     Examples
     --------
@@ -188,11 +226,21 @@ class BlockCache:
     >>> c.evict(1)
     >>> c.match_len([7, 8, 9], 3), c.evictions
     (1, 1)
+
+    With 4 pages a block, evicting 3 pages takes the tail pages of the
+    entry the policy picks (LRU: 8, released first):
+
+    >>> c = BlockCache(pages_per_block=4)
+    >>> _ = c.register(7), c.register(8); c.release([7, 8]); c.evict(3)
+    >>> c.match([7, 8, 9], 12), c.pages     # 4 pages of 7, then 1 of 8
+    ((5, 2), 5)
     """
 
-    __slots__ = ("ref", "pinned", "evictions", "_policy", "_lru", "_od")
+    __slots__ = ("ref", "pinned", "pages", "evictions", "ppb", "short", "partial",
+                 "_policy", "_lru", "_od", "_victim", "_in_victim")
 
-    def __init__(self, eviction: Any = "lru") -> None:
+    def __init__(self, eviction: Any = "lru", pages_per_block: int = 1,
+                 partial: bool = True) -> None:
         self._policy: Any = make_policy(eviction)
         self._lru = isinstance(self._policy, _LRU)
         # the LRU order (empty for the other policies)
@@ -201,11 +249,19 @@ class BlockCache:
         )
         self.ref: dict[int, int] = {}
         self.pinned = 0
+        self.pages = 0
         self.evictions = 0
+        self.ppb = pages_per_block
+        self.partial = partial
+        # entries with fewer than ppb pages (partial ones, own pages)
+        self.short: dict[int, int] = {}
+        # (pages) the entry losing pages now: out of the policy, ref 0, still resident
+        self._victim = 0
+        self._in_victim = False
 
     @property
     def size(self) -> int:
-        """Cached blocks (pinned and evictable).
+        """Cached entries (pinned and evictable).
 
         Examples
         --------
@@ -216,14 +272,24 @@ class BlockCache:
 
     @property
     def evictable(self) -> int:
-        """Cached blocks no running sequence uses.
+        """Cached pages no running sequence uses.
 
         Examples
         --------
         >>> c = BlockCache(); _ = c.register(1); c.release([1]); c.evictable
         1
         """
-        return len(self.ref) - self.pinned
+        return self.pages - self.pinned
+
+    def entry_pages(self, h: int) -> int:
+        """Pages of a cached entry.
+
+        Examples
+        --------
+        >>> c = BlockCache(pages_per_block=4); _ = c.register(1); c.entry_pages(1)
+        4
+        """
+        return self.short.get(h, self.ppb)
 
     def match_len(self, ids: Sequence[Any], limit: int) -> int:
         """Length of the leading run of ``ids[:limit]`` that is cached.
@@ -240,9 +306,52 @@ class BlockCache:
             m += 1
         return m
 
+    def match(self, ids: Sequence[Any], limit: int, own: int = -1) -> tuple[int, int]:
+        """The leading cached run of ``ids`` within ``limit`` pages: ``(pages, entries)``.
+
+        Whole entries count while they are complete and end within the
+        limit; the run ends with the leading pages of a partial entry or of
+        the entry the limit cuts. When every id hits completely, the own
+        entry ``own`` (see :func:`own_key`) continues the run.
+
+        Examples
+        --------
+        >>> c = BlockCache(pages_per_block=4); _ = c.register(1), c.register(2)
+        >>> c.match([1, 2, 3], 6)     # 4 pages of 1, then 2 of 2's 4 (the limit)
+        (6, 2)
+        """
+        ppb = self.ppb
+        if ppb == 1 and own < 0:
+            m = self.match_len(ids, limit if limit < len(ids) else len(ids))
+            return m, m
+        ref, short = self.ref, self.short
+        n = len(ids)
+        pages = 0
+        j = 0
+        while j < n:
+            h = ids[j]
+            if h not in ref:
+                return pages, j
+            p = short.get(h, ppb) if short else ppb
+            room = limit - pages
+            if p < ppb or room < ppb:
+                take = p if p < room else room
+                if take <= 0:
+                    return pages, j
+                return pages + take, j + 1
+            pages += ppb
+            j += 1
+        if own >= 0 and own in ref:
+            p = short[own]
+            room = limit - pages
+            take = p if p < room else room
+            if take > 0:
+                return pages + take, j + 1
+        return pages, j
+
     def evictable_among(self, ids: Sequence[Any], m: int) -> int:
-        """How many of ``ids[:m]`` (cached) are evictable now: reusing them takes
-        them out of the evictable pool.
+        """Pages of the entries ``ids[:m]`` (cached) that are evictable now:
+        reusing them takes them out of the evictable pool.
 
         Examples
         --------
@@ -252,13 +361,20 @@ class BlockCache:
         """
         ref = self.ref
         n = 0
+        if self.ppb == 1 and not self.short:
+            for j in range(m):
+                if not ref[ids[j]]:
+                    n += 1
+            return n
+        short, ppb = self.short, self.ppb
         for j in range(m):
-            if not ref[ids[j]]:
-                n += 1
+            h = ids[j]
+            if not ref[h]:
+                n += short.get(h, ppb)
         return n
 
     def acquire(self, ids: Sequence[int]) -> None:
-        """Pin cached blocks for a sequence (one reference each).
+        """Pin cached entries for a sequence (one reference each).
 
         Examples
         --------
@@ -266,6 +382,19 @@ class BlockCache:
         1
         """
         ref, policy = self.ref, self._policy
+        if self.ppb != 1 or self.short:
+            short, ppb = self.short, self.ppb
+            for h in ids:
+                r = ref[h]
+                if r == 0:
+                    if self._in_victim and h == self._victim:
+                        self._in_victim = False
+                    else:
+                        policy.discard(h)
+                    self.pinned += short.get(h, ppb)
+                ref[h] = r + 1
+                policy.hit(h)
+            return
         if self._lru:  # (LRU keeps no hit counts: the revived blocks leave its order)
             od = self._od
             n0 = len(od)
@@ -300,9 +429,47 @@ class BlockCache:
         if h in self.ref:
             return False
         self.ref[h] = 1
-        self.pinned += 1
+        self.pinned += self.ppb
+        self.pages += self.ppb
         self._policy.inserted(h, pos)
         return True
+
+    def top_up(self, h: int, pages: int) -> int:
+        """Grow a pinned entry to ``pages`` pages (a partial block completed again by
+        a sequence holding it, or a request's own entry); returns the pages added.
+
+        Examples
+        --------
+        >>> c = BlockCache(pages_per_block=4); _ = c.register(1); c.release([1])
+        >>> c.evict(3); c.acquire([1]); c.top_up(1, 4), c.pages, c.pinned
+        (3, 4, 4)
+        """
+        have = self.short.get(h, self.ppb)
+        if pages <= have:
+            return 0
+        if pages >= self.ppb and h < OWN_BASE:
+            del self.short[h]
+            pages = self.ppb
+        else:
+            self.short[h] = pages
+        add = pages - have
+        self.pinned += add
+        self.pages += add
+        return add
+
+    def register_own(self, key: int, pages: int) -> None:
+        """Cache ``pages`` own pages under ``key`` (:func:`own_key`), pinned.
+
+        Examples
+        --------
+        >>> c = BlockCache(pages_per_block=4); c.register_own(own_key(0), 3); c.pages
+        3
+        """
+        self.ref[key] = 1
+        self.short[key] = pages
+        self.pinned += pages
+        self.pages += pages
+        self._policy.inserted(key, 0)
 
     def register_run(self, ids: Sequence[int], out: list[int], start: int = 0) -> int:
         """:meth:`register` every id of ``ids``; append the cached ones to ``out``.
@@ -331,11 +498,12 @@ class BlockCache:
                     out.append(h)
                     inserted(h, pos)
         k = len(ref) - n0
-        self.pinned += k
+        self.pinned += k * self.ppb
+        self.pages += k * self.ppb
         return k
 
     def release(self, ids: Sequence[int]) -> None:
-        """Drop one reference from each block, tail first.
+        """Drop one reference from each entry, tail first.
 
         Examples
         --------
@@ -343,6 +511,16 @@ class BlockCache:
         ({1: 0}, 0)
         """
         ref = self.ref
+        if self.ppb != 1 or self.short:
+            short, ppb = self.short, self.ppb
+            add = self._policy.add
+            for h in reversed(ids):
+                r = ref[h] - 1
+                ref[h] = r
+                if r == 0:
+                    self.pinned -= short.get(h, ppb)
+                    add(h)
+            return
         if self._lru:  # (the freed blocks join the LRU order: count them by its growth)
             od = self._od
             n0 = len(od)
@@ -366,10 +544,11 @@ class BlockCache:
         self.pinned -= freed
 
     def evict(self, n: int, out: list[int] | None = None) -> None:
-        """Evict ``n`` evictable blocks chosen by the policy.
+        """Evict ``n`` evictable pages chosen by the policy (at least ``n``: whole
+        entries when ``partial`` is False).
 
-        ``out``, if given, receives the evicted ids in eviction order (for
-        offloading them to a lower tier).
+        ``out``, if given, receives the evicted hash ids in eviction order
+        (for offloading them to a lower tier; own entries are not offered).
 
         Examples
         --------
@@ -377,6 +556,9 @@ class BlockCache:
         >>> c.evict(1, gone); c.size, gone
         (0, [1])
         """
+        if self.ppb != 1 or self.short:
+            self._evict_pages(n, out)
+            return
         policy = self._policy
         if n > len(policy):
             raise RuntimeError(f"cannot evict {n} blocks: {len(policy)} evictable")
@@ -397,3 +579,31 @@ class BlockCache:
                 if out is not None:
                     out.append(h)
         self.evictions += n
+        self.pages -= n
+
+    def _evict_pages(self, n: int, out: list[int] | None) -> None:
+        if n > self.pages - self.pinned:
+            raise RuntimeError(f"cannot evict {n} pages: {self.pages - self.pinned} evictable")
+        policy, ref, short, ppb = self._policy, self.ref, self.short, self.ppb
+        while n > 0:
+            if self._in_victim:
+                h = self._victim
+            else:
+                h = policy.pop()
+            p = short.get(h, ppb)
+            if p > n and self.partial:
+                short[h] = p - n
+                self.pages -= n
+                self._victim = h
+                self._in_victim = True
+                return
+            self._in_victim = False
+            del ref[h]
+            if p != ppb or h >= OWN_BASE:
+                del short[h]
+            policy.forget(h)
+            self.pages -= p
+            self.evictions += 1
+            n -= p
+            if out is not None and h < OWN_BASE:
+                out.append(h)

@@ -93,7 +93,7 @@ def set_params(obj: Any, **params: Any) -> Any:
     >>> set_params(EngineConfig(), max_seqs=8)
     Traceback (most recent call last):
     ...
-    ValueError: EngineConfig has no parameter 'max_seqs'; it has max_num_seqs, max_batched_tokens, chunked_prefill
+    ValueError: EngineConfig has no parameter 'max_seqs'; it has max_num_seqs, max_batched_tokens, chunked_prefill, page_tokens, ...cache_generated
     """
     names = _param_names(obj)
     direct: dict[str, Any] = {}
@@ -177,16 +177,92 @@ class EngineConfig:
         Split prompts into chunks across steps; False prefills whole prompts
         (a prompt longer than ``max_batched_tokens`` then runs in a step of
         its own).
+    page_tokens : int or None, default None
+        Tokens of one KV page, the unit memory is allocated, evicted and
+        preempted in (vLLM's ``CacheConfig.block_size``, 16 by default;
+        SGLang's page size 1; TensorRT-LLM 32 or 64). It must divide the
+        workload's hash block size; prefix matching stays at hash-block
+        granularity (a hit is a leading run of whole hash blocks, plus the
+        resident leading pages of the next one). None: one page per hash
+        block.
+    full_prompt_admission : bool, default False
+        Admit a waiting request only when the pages of its whole prompt fit
+        (vLLM's ``SchedulerConfig.scheduler_reserve_full_isl``: the waiting
+        loop of ``Scheduler.schedule`` calls
+        ``KVCacheManager.allocate_slots(..., full_sequence_must_fit=True)``);
+        False checks only its first chunk.
+    cache_on_schedule : bool, default False
+        A block becomes hittable in the step that schedules its last token
+        (vLLM's ``allocate_slots`` -> ``cache_blocks``), so a request
+        admitted later in the same step hits it; and the running sequences
+        allocate (and evict) before the waiting ones look the cache up, in
+        vLLM's step order. False: blocks enter the cache when their step
+        ends, and admission looks up before the step's evictions.
+    cache_generated : bool, default False
+        Keep a released sequence's full pages past its hashed prompt blocks
+        (prompt tail, generated tokens) as evictable cache, freed tail first
+        (vLLM's ``KVCacheManager.free``); a preempted request hits them on
+        resume. False frees them at once.
 
     Examples
     --------
-    >>> EngineConfig(max_num_seqs=64, max_batched_tokens=2048)
-    EngineConfig(max_num_seqs=64, max_batched_tokens=2048, chunked_prefill=True)
+    >>> EngineConfig(max_num_seqs=64, max_batched_tokens=2048)  # doctest: +ELLIPSIS
+    EngineConfig(max_num_seqs=64, max_batched_tokens=2048, chunked_prefill=True, page_tokens=None, ...)
+    >>> EngineConfig.vllm().page_tokens
+    16
     """
 
     max_num_seqs: int = 256
     max_batched_tokens: int = 8192
     chunked_prefill: bool = True
+    page_tokens: int | None = None
+    full_prompt_admission: bool = False
+    cache_on_schedule: bool = False
+    cache_generated: bool = False
+
+    @classmethod
+    def vllm(cls, **changes: Any) -> EngineConfig:
+        """vLLM v1's scheduler (0.33): 16-token pages, full-prompt admission, blocks
+        cached when scheduled, generated blocks kept as cache.
+
+        Parameters
+        ----------
+        **changes
+            Fields to set otherwise (e.g. ``max_num_seqs=128``).
+
+        Returns
+        -------
+        EngineConfig
+
+        Examples
+        --------
+        >>> cfg = EngineConfig.vllm(max_num_seqs=128)
+        >>> cfg.max_num_seqs, cfg.page_tokens, cfg.full_prompt_admission
+        (128, 16, True)
+        """
+        fields = dict(page_tokens=16, full_prompt_admission=True, cache_on_schedule=True,
+                      cache_generated=True)
+        fields.update(changes)
+        return cls(**fields)
+
+    def page_for(self, block_size: int) -> int:
+        """Tokens of a page for a workload of ``block_size``-token hash blocks.
+
+        Examples
+        --------
+        >>> EngineConfig.vllm().page_for(512), EngineConfig().page_for(512)
+        (16, 512)
+        >>> EngineConfig(page_tokens=48).page_for(512)
+        Traceback (most recent call last):
+        ...
+        ValueError: engine.page_tokens (48) must divide the workload's block_size (512)
+        """
+        page = block_size if self.page_tokens is None else int(self.page_tokens)
+        if block_size % page:
+            raise ValueError(
+                f"engine.page_tokens ({page}) must divide the workload's block_size ({block_size})"
+            )
+        return page
 
     def checked(self) -> EngineConfig:
         """The configuration after checking every value (raises ValueError).
@@ -205,11 +281,16 @@ class EngineConfig:
                 f"engine.max_batched_tokens ({tokens}) must be >= engine.max_num_seqs "
                 f"({seqs}): every running sequence needs a token each step"
             )
-        if not isinstance(self.chunked_prefill, bool):
-            raise ValueError(
-                f"engine.chunked_prefill must be a bool, got {self.chunked_prefill!r}"
-            )
-        return EngineConfig(seqs, tokens, self.chunked_prefill)
+        for name in ("chunked_prefill", "full_prompt_admission", "cache_on_schedule",
+                     "cache_generated"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"engine.{name} must be a bool, got {getattr(self, name)!r}")
+        page = self.page_tokens
+        if page is not None:
+            page = _positive_int(page, "engine.page_tokens")
+        return dataclasses.replace(
+            self, max_num_seqs=seqs, max_batched_tokens=tokens, page_tokens=page
+        )
 
 
 @dataclasses.dataclass(frozen=True)

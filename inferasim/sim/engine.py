@@ -93,12 +93,15 @@ def simulate(
     replicate_hot: int | None = None,
     parent: np.ndarray | None = None,
     think: np.ndarray | None = None,
+    rules: Any = None,
 ) -> RunOutput:
     """Run ``wl`` on the fleet ``topology`` describes; see :class:`inferasim.sim.Simulator`.
 
     With ``parent`` (closed loop, see :mod:`inferasim.sim.closed_loop`)
     request ``j`` with ``parent[j] >= 0`` arrives at its parent's finish (or
-    rejection) plus ``think[j]`` instead of at its recorded arrival.
+    rejection) plus ``think[j]`` instead of at its recorded arrival. ``rules``
+    (an :class:`~inferasim.sim.EngineConfig`) selects the page size and the
+    vLLM v1 rules; None keeps one page per hash block and the classic rules.
 
     Examples
     --------
@@ -110,7 +113,8 @@ def simulate(
     >>> list(run.out.replica), round(run.end_ms, 9)
     ([0, 1], 10.9)
     """
-    col = Columns(wl, capacity, sample_ms)
+    page = rules.page_for(int(wl.block_size)) if rules is not None else 0
+    col = Columns(wl, capacity, sample_ms, page)
     bs = col.bs
     out = RequestLog(col.n, len(tiers))
     live = any(t.capacity_tokens >= bs for t in tiers)
@@ -127,7 +131,7 @@ def simulate(
     reps = _replicas(
         col, topology, out, cost, capacity, max_num_seqs, max_batched_tokens, chunked_prefill,
         eviction, jump, tiers, shared, kvb, write_through, load_policy, replicate_hot,
-        coupled and not disagg,
+        coupled and not disagg, rules,
     )
     routed = topology.prefill
     saving = tier_savings(cost, tiers, bs, max_batched_tokens, kvb) if live else ()
@@ -145,7 +149,7 @@ def simulate(
     fleet: Any
     if disagg:
         links = [Link(topology.handoff_gbps, topology.handoff_latency_us) for _ in range(routed)]
-        hs = Handoffs(reps[:routed], reps[routed:], links, out, bs, kvb, topology.layerwise)
+        hs = Handoffs(reps[:routed], reps[routed:], links, out, col.page, kvb, topology.layerwise)
         fleet = DisaggregatedFleet(
             reps[:routed], reps[routed:], hs, col, out, ctx, router, admission, Request,
             arrivals, closed,
@@ -178,6 +182,7 @@ def _replicas(
     max_num_seqs: int, max_batched_tokens: int, chunked_prefill: bool, eviction: Any,
     jump: bool, tiers: tuple[Tier, ...], shared: dict[str, TierStore], kvb: float,
     write_through: bool, load_policy: str, replicate_hot: int | None, coupled: bool,
+    rules: Any = None,
 ) -> list[Replica]:
     """The fleet's replicas (prefill instances first), on one timeline grid."""
     bs = col.bs
@@ -202,6 +207,7 @@ def _replicas(
                 eviction=eviction if isinstance(eviction, str) else copy.deepcopy(eviction),
                 out=out, period=col.sample_ms, t0=col.t0, jump=jump, role=role, tiers=rt,
                 write_through=write_through, load_always=load_policy == "always",
+                rules=rules,
             )
         )
     cap = max(250, TIMELINE_ROWS // total)

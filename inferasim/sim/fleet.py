@@ -326,7 +326,7 @@ class DisaggregatedFleet(Fleet):
         rep.advance(a)
         admission = self.admission
         if admission is not None:
-            need = -(-(p_len + 1) // col.bs)
+            need = -(-(p_len + 1) // col.page)
             d = self.hs.decode_with_room(need, a)
             if d < 0:  # (no room anywhere: the view of the first, brought up to a)
                 d = 0

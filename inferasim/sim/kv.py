@@ -3,7 +3,8 @@
 :class:`KVManager` (internal, compiled) is the one place that knows where a
 request's KV is, in the spirit of vLLM's ``KVCacheManager``:
 
-* **Accounting.** ``capacity`` blocks of HBM hold *private* blocks (partial
+* **Accounting.** ``capacity`` pages of HBM (``page_tokens`` each, vLLM's
+  ``block_size``; by default a page is one hash block) hold *private* pages (partial
   last blocks, decode blocks, duplicates, blocks being loaded) and the
   prefix cache's blocks (pinned by running sequences, or evictable):
   ``private + cached <= capacity``. :meth:`KVManager.allocate` takes blocks,
@@ -20,14 +21,19 @@ request's KV is, in the spirit of vLLM's ``KVCacheManager``:
   the delivered blocks.
 * **Caching computed blocks.** :meth:`KVManager.cache_computed` registers the
   full prompt blocks a step computed (and writes them through to the first
-  tier when it is written through).
+  tier when it is written through). With ``cache_generated`` a released
+  sequence's own full pages past its last hashed block (prompt tail,
+  generated tokens) stay cached and evictable under :func:`own_key`, as
+  vLLM keeps every full block it hashed (``vllm/v1/core/kv_cache_manager.py``,
+  ``KVCacheManager.free``; ``block_pool.py``, ``BlockPool.free_blocks``):
+  the same request hits them again after a preemption.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from inferasim.sim.cache import BlockCache
+from inferasim.sim.cache import BlockCache, own_key
 from inferasim.sim.kernels import StepKernel
 from inferasim.sim.sequence import Seq
 from inferasim.sim.tiers import ReplicaTiers, SharedLookup
@@ -47,9 +53,14 @@ class KVManager:
         kernel: StepKernel,
         write_through: bool,
         load_always: bool,
+        page_tokens: int = 0,
+        cache_generated: bool = False,
     ) -> None:
         self.capacity = capacity
         self.bs = block_size
+        self.pt = page_tokens if page_tokens > 0 else block_size  # tokens a page
+        self.ppb = block_size // self.pt  # pages a hash block
+        self.cache_generated = cache_generated
         self.cache = cache
         self.tiers: ReplicaTiers | None = tiers
         self.kernel = kernel
@@ -69,9 +80,16 @@ class KVManager:
         return self.private + self.cache.pinned
 
     @property
+    def running_blocks(self) -> int:
+        """:attr:`running` in hash blocks (rounded up; what routers compare with
+        prompt blocks)."""
+        ppb = self.ppb
+        return -(-(self.private + self.cache.pinned) // ppb)
+
+    @property
     def free(self) -> int:
-        """Blocks neither private nor cached."""
-        return self.capacity - self.private - len(self.cache.ref)
+        """Pages neither private nor cached."""
+        return self.capacity - self.private - self.cache.pages
 
     @property
     def available(self) -> int:
@@ -81,7 +99,7 @@ class KVManager:
     def allocate(self, n: int, t: float) -> None:
         """Take ``n`` blocks at ``t``, evicting (and offloading) cached ones as needed."""
         cache = self.cache
-        free = self.capacity - self.private - len(cache.ref)
+        free = self.capacity - self.private - cache.pages
         self.private += n
         if n > free:
             if self.tiers is None:
@@ -98,17 +116,49 @@ class KVManager:
             self.peak = kv
 
     def free_blocks(self, seq: Seq, computed: int) -> None:
-        """Give back the blocks of ``seq`` (``computed`` tokens), tail first."""
-        held = -(-computed // self.bs)
+        """Give back the pages of ``seq`` (``computed`` tokens), tail first."""
+        pt = self.pt
+        held = -(-computed // pt)
+        if self.cache_generated:
+            self._cache_own(seq, computed)
         if seq.hashed:
             self.cache.release(seq.hashed)
-        self.private -= held - len(seq.hashed)
+        self.private -= held - seq.cpages
         seq.hashed = []
+        seq.cpages = 0
+        seq.hit = 0
+
+    def _cache_own(self, seq: Seq, computed: int) -> None:
+        """Keep the full pages of ``seq`` past its hashed blocks cached (own entry),
+        when its hashed blocks are a complete leading run."""
+        cache = self.cache
+        n = len(seq.ids)
+        ppb = self.ppb
+        full = computed // self.pt
+        base = n * ppb
+        if full <= base or len(seq.hashed) < n or seq.cpages < base or seq.lower:
+            return
+        key = own_key(seq.rid)
+        if len(seq.hashed) > n:  # (it holds its own entry from a resume: grow it)
+            add = cache.top_up(key, full - base)
+        else:
+            if key in cache.ref:  # (an older own entry it did not hit: kept as it is)
+                return
+            cache.register_own(key, full - base)
+            seq.hashed.append(key)
+            add = full - base
+        seq.cpages += add
+        self.private -= add
 
     # -------------------------------------------------------------- lookup
     def hbm_run(self, ids: list[Any], limit: int) -> int:
-        """Length of the leading run of ``ids[:limit]`` resident in HBM."""
+        """Length of the leading run of ``ids[:limit]`` resident in HBM (hash blocks)."""
         return self.cache.match_len(ids, limit)
+
+    def page_limit(self, tokens: int) -> int:
+        """Pages a hit may reuse for a sequence of ``tokens`` (at least one token
+        is computed: ``(tokens - 1) // page_tokens``)."""
+        return (tokens - 1) // self.pt
 
     def hits_by_tier(self, ids: list[Any], limit: int, lookup: SharedLookup | None) -> list[int]:
         """Blocks of the reusable run of ``ids[:limit]`` by tier, ``[hbm, tier 0, ...]``
@@ -173,6 +223,8 @@ class KVManager:
         if hashed:
             cache.acquire(hashed)
         seq.hashed = hashed
+        seq.cpages = len(hashed) * self.ppb
+        seq.hit = m
         ref = cache.ref
         objs: list[Any] = ids[m:r]  # (as objects: looked up without re-boxing)
         lower: list[Any] = [h for h in objs if h not in ref]
@@ -191,8 +243,9 @@ class KVManager:
     def finish_loading(self, seq: Seq) -> None:
         """Every load of ``seq`` was delivered: cache its blocks (in prompt order)."""
         seq.loads = []
-        k = self.cache.register_run(seq.lower, seq.hashed)
+        k = self.cache.register_run(seq.lower, seq.hashed) * self.ppb
         self.private -= k
+        seq.cpages += k
         if seq.mixed:  # hold the blocks in prompt order (tail-first release)
             held = set(seq.hashed)
             seq.hashed = [h for h in seq.ids[: seq.computed // self.bs] if h in held]
@@ -205,17 +258,57 @@ class KVManager:
         seq.loads = []
 
     # ------------------------------------------------------------- caching
-    def cache_computed(self, seq: Seq, c0: int, c: int, e: float) -> None:
-        """A step ending at ``e`` took ``seq`` from ``c0`` to ``c`` computed tokens:
-        cache the full prompt blocks it completed (written through, if so)."""
+    def register_blocks(self, seq: Seq, c0: int, c: int) -> int:
+        """Cache the full prompt blocks of ``seq`` that tokens ``c0..c`` complete;
+        returns how many entered the cache (the last ones of ``seq.hashed``).
+
+        A block cached already stays a private copy, unless it is the partial
+        entry this sequence hit, which its pages complete again."""
         ids = seq.ids
         if not ids:
-            return
+            return 0
         bs = self.bs
         j0 = c0 // bs
         j1 = c // bs
-        if j1 > j0 and j0 < len(ids):
-            k = self.cache.register_run(ids[j0:j1], seq.hashed, j0)
+        if j1 <= j0 or j0 >= len(ids):
+            return 0
+        cache = self.cache
+        ppb = self.ppb
+        if ppb == 1:
+            k = cache.register_run(ids[j0:j1], seq.hashed, j0)
             self.private -= k
-            if k and self.write_through:
-                self.tiers.write_through_blocks(e, seq.hashed[-k:])  # type: ignore[union-attr]
+            seq.cpages += k
+            return k
+        if j1 > len(ids):
+            j1 = len(ids)
+        ref = cache.ref
+        k = 0
+        for j in range(j0, j1):
+            h = ids[j]
+            if h in ref:
+                if j == seq.hit - 1:
+                    add = cache.top_up(h, ppb)
+                    self.private -= add
+                    seq.cpages += add
+                continue
+            cache.register(h, j)
+            seq.hashed.append(h)
+            k += 1
+        self.private -= k * ppb
+        seq.cpages += k * ppb
+        return k
+
+    def cache_computed(self, seq: Seq, c0: int, c: int, e: float) -> None:
+        """A step ending at ``e`` took ``seq`` from ``c0`` to ``c`` computed tokens:
+        cache the full prompt blocks it completed (written through, if so)."""
+        k = self.register_blocks(seq, c0, c)
+        if k and self.write_through:
+            self.tiers.write_through_blocks(e, seq.hashed[-k:])  # type: ignore[union-attr]
+
+    def write_scheduled(self, seq: Seq, e: float) -> None:
+        """The step ending at ``e`` computed the blocks ``seq`` cached when it was
+        scheduled (``cache_on_schedule``): write them through, if so."""
+        k = seq.fresh
+        seq.fresh = 0
+        if k and self.write_through:
+            self.tiers.write_through_blocks(e, seq.hashed[-k:])  # type: ignore[union-attr]

@@ -78,6 +78,7 @@ class Replica:
         tiers: ReplicaTiers | None = None,
         write_through: bool = False,
         load_always: bool = False,
+        rules: Any = None,
     ) -> None:
         self.index = index
         # "both" (aggregated), "prefill" (hands sequences off after their first
@@ -86,9 +87,13 @@ class Replica:
         self.cost = cost
         self.kernel = kernel
         self.rec = Recorder(period, t0)
-        self.group = DecodeGroup(block_size, self.rec)
+        page = rules.page_for(block_size) if rules is not None else block_size
+        self.group = DecodeGroup(page, self.rec)
+        generated = rules is not None and rules.cache_generated
         self.kv = KVManager(
-            capacity, block_size, BlockCache(eviction), tiers, kernel, write_through, load_always
+            capacity, block_size,
+            BlockCache(eviction, block_size // page, partial=tiers is None),
+            tiers, kernel, write_through, load_always, page, generated,
         )
         kind = PrefillScheduler if role == "prefill" else DecodeScheduler if role == "decode" else BatchScheduler
         self.sched: BatchScheduler = kind(
@@ -96,6 +101,9 @@ class Replica:
             chunked_prefill,
         )
         self.sched.clock = t0
+        if rules is not None:
+            self.sched.full_prompt = rules.full_prompt_admission
+            self.sched.on_schedule = rules.cache_on_schedule
         self.stretch = DecodeStretch(self.sched, self.group, self.kv, self.rec, kernel, cost)
         self.plan_cap = PLAN_CAP if jump else 1
         # a shared tier another replica writes may let a waiting request in at any step
@@ -151,14 +159,22 @@ class Replica:
         if sched.n_loading:
             sched.collect_loads(t)
         chunks, budget, need, avail, preempted = sched.compose()
-        if not preempted and sched.waiting:
+        ev0 = kv.cache.evictions
+        if sched.on_schedule:  # vLLM's order: the running allocate and cache first
+            if need:
+                kv.allocate(need, t)
+                need = 0
+            if chunks:
+                sched.cache_scheduled(chunks)
+            avail = kv.available
+            if not preempted and sched.waiting:
+                sched.admit(t, chunks, budget, avail)
+        elif not preempted and sched.waiting:
             need += sched.admit(t, chunks, budget, avail - need)
         B = group.batch  # (sequences whose KV was delivered joined the decode batch)
-        evicted = False
         if need:
-            ev0 = kv.cache.evictions
             kv.allocate(need, t)
-            evicted = kv.cache.evictions != ev0
+        evicted = kv.cache.evictions != ev0
         kv.note_peak()
         if not chunks and not B:
             if sched.n_loading:

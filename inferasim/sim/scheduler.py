@@ -38,6 +38,7 @@ from collections import deque
 from typing import Any
 
 from inferasim.sim.decode import DecodeGroup
+from inferasim.sim.cache import own_key
 from inferasim.sim.kv import KVManager
 from inferasim.sim.recorder import Recorder
 from inferasim.sim.sequence import (
@@ -78,9 +79,14 @@ class BatchScheduler:
         self.rec = recorder
         self.out = out
         self.bs = kv.bs
+        self.pt = kv.pt  # tokens a KV page
         self.max_seqs = max_num_seqs
         self.max_tokens = max_batched_tokens
         self.chunked = chunked_prefill
+        # vLLM v1 rules (EngineConfig): whole prompt must fit; blocks cached when
+        # scheduled, running sequences allocating before the waiting ones look up
+        self.full_prompt = False
+        self.on_schedule = False
         self.waiting: deque[Seq] = deque()
         self.running: dict[Seq, None] = {}  # admission order
         self.prefilling: list[Seq] = []
@@ -134,7 +140,7 @@ class BatchScheduler:
         Returns ``(chunks, budget, need, available, preempted)``: the chunks,
         the token budget left, the new blocks they and the decode group
         need, the blocks available, and whether a preemption happened."""
-        bs = self.bs
+        pt = self.pt
         group = self.group
         kv = self.kv
         preempted = False
@@ -148,7 +154,7 @@ class BatchScheduler:
                 c = seq.computed
                 rem = seq.tokens - c
                 n = rem if rem < budget else budget
-                need += (c + n + bs - 1) // bs - (c + bs - 1) // bs
+                need += (c + n + pt - 1) // pt - (c + pt - 1) // pt
                 chunks.append((seq, n))
                 budget -= n
             avail = kv.available
@@ -186,38 +192,62 @@ class BatchScheduler:
     def admit(self, t: float, chunks: list[Chunk], budget: int, avail: int) -> int:
         """Step 4: admit waiting requests FCFS while budget, slots and memory allow.
 
-        Appends their first chunks to ``chunks``; returns the new blocks they need."""
+        Appends their first chunks to ``chunks``; returns the new pages they
+        need (allocated here already, and none returned, with
+        ``cache_on_schedule``: each admission allocates and caches before the
+        next request looks the cache up, as in vLLM's waiting loop)."""
         bs = self.bs
+        pt = self.pt
         kv = self.kv
         cache = kv.cache
+        ppb = kv.ppb
+        paged = ppb > 1 or kv.cache_generated
+        full_prompt = self.full_prompt
+        on_schedule = self.on_schedule
         waiting, running = self.waiting, self.running
         out = self.out
         decoding = self.group.batch > 0
         tiers = kv.tiers
         need, budget = self.admit_ready(t, budget)
+        if on_schedule and need:
+            kv.allocate(need, t)
+            need = 0
+            avail = kv.available
         while waiting and budget > 0 and len(running) < self.max_seqs:
             seq = waiting[0]
             if not self.may_admit(seq):
                 break
+            ids = seq.ids
             limit = (seq.tokens - 1) // bs
-            if limit > len(seq.ids):
-                limit = len(seq.ids)
-            m = cache.match_len(seq.ids, limit) if limit > 0 else 0
-            revive = cache.evictable_among(seq.ids, m) if m else 0
-            if tiers is not None and m < limit:
-                r, counts, mid, more = kv.lower_run(seq.ids, m, limit, t)
+            if limit > len(ids):
+                limit = len(ids)
+            if not paged:
+                m = cache.match_len(ids, limit) if limit > 0 else 0
+                pages = m
+                held = ids
+            else:  # (pages: a partial last entry; the own entry after a preemption)
+                own = own_key(seq.rid) if kv.cache_generated and seq.epoch else -1
+                pages, m = cache.match(ids, (seq.tokens - 1) // pt, own)
+                held = ids if m <= len(ids) else [*ids, own]
+            revive = cache.evictable_among(held, m) if m else 0
+            if tiers is not None and m < limit and pages == m * ppb:
+                r, counts, mid, more = kv.lower_run(ids, m, limit, t)
                 if r > m:
-                    L = r - m - len(mid)  # blocks to load
-                    if L + revive + more > avail:
+                    L = (r - m - len(mid)) * ppb  # pages to load
+                    if L + revive + more * ppb > avail:
                         break
                     waiting.popleft()
                     self._admit_loading(seq, t, m, r, counts, mid)
-                    avail -= L + revive + more
-                    need += L
+                    avail -= L + revive + more * ppb
+                    if on_schedule:
+                        kv.allocate(L, t)
+                        avail = kv.available
+                    else:
+                        need += L
                     self.queued_blocks -= seq.pblocks
                     self.outstanding -= r * bs
                     continue
-            c = m * bs
+            c = pages * pt
             rem = seq.tokens - c
             if rem <= budget or self.chunked:
                 n = rem if rem <= budget else budget
@@ -225,15 +255,16 @@ class BatchScheduler:
                 n = rem  # a whole prompt larger than the budget runs alone
             else:
                 break
-            new = (c + n + bs - 1) // bs - m
-            if new + revive > avail:
+            new = (c + n + pt - 1) // pt - pages
+            fit = (seq.tokens + pt - 1) // pt - pages if full_prompt else new
+            if fit + revive > avail:
                 break
             waiting.popleft()
             if m:
-                seq.hashed = seq.ids[:m]
+                seq.hashed = held[:m]
                 cache.acquire(seq.hashed)
-            avail -= new + revive
-            need += new
+            seq.cpages = pages
+            seq.hit = m
             seq.computed = c
             seq.state = PREFILL
             running[seq] = None
@@ -241,17 +272,33 @@ class BatchScheduler:
             chunks.append((seq, n))
             budget -= n
             self.queued_blocks -= seq.pblocks
-            self.outstanding -= c
+            self.outstanding -= c if c < seq.prompt else seq.prompt
+            if on_schedule:
+                kv.allocate(new, t)
+                seq.fresh = kv.register_blocks(seq, c, c + n)
+                avail = kv.available
+            else:
+                avail -= new + revive
+                need += new
             if seq.first:
                 seq.first = False
                 rid = seq.rid
                 out.scheduled[rid] = t
-                out.cached_blocks[rid] = m
-                out.cached_tokens[rid] = c
+                whole = pages // ppb  # (whole hash blocks hit)
+                out.cached_blocks[rid] = whole if whole <= len(ids) else len(ids)
+                out.cached_tokens[rid] = c if c <= seq.prompt else seq.prompt
             self.admitted(seq, t)
         if len(running) > self.rec.peak_running:
             self.rec.peak_running = len(running)
         return need
+
+    def cache_scheduled(self, chunks: list[Chunk]) -> None:
+        """``cache_on_schedule``: the running sequences' chunks of the step being
+        composed cache the blocks they complete now."""
+        kv = self.kv
+        for seq, n in chunks:
+            c = seq.computed
+            seq.fresh = kv.register_blocks(seq, c, c + n)
 
     def _admit_loading(
         self, seq: Seq, t: float, m: int, r: int, counts: list[int], mid: list[int]
@@ -298,7 +345,10 @@ class BatchScheduler:
             P = seq.prompt
             if c0 < P:
                 self.outstanding -= (c if c < P else P) - c0
-            kv.cache_computed(seq, c0, c, e)
+            if self.on_schedule:
+                kv.write_scheduled(seq, e)
+            else:
+                kv.cache_computed(seq, c0, c, e)
             if c == seq.tokens:
                 seq.gen += 1
                 self.outstanding -= 1
@@ -369,7 +419,7 @@ class PrefillScheduler(BatchScheduler):
     def first_token(self, seq: Seq, c: int, e: float) -> None:
         del self.running[seq]
         seq.state = HANDOFF
-        self.kv.held += -(-c // self.bs)
+        self.kv.held += -(-c // self.pt)
         seq.tokens = c + 1
         self.outstanding -= seq.output - seq.gen
         self.handoffs.append((True, seq, e))
@@ -383,14 +433,14 @@ class PrefillScheduler(BatchScheduler):
             self.handoffs.append((False, seq, t))
 
     def may_admit(self, seq: Seq) -> bool:
-        return not (seq.epoch and seq.pblocks > self.kv.capacity - self.kv.held)
+        return not (seq.epoch and -(-seq.prompt // self.pt) > self.kv.capacity - self.kv.held)
 
     def stall(self, preempted: bool) -> bool:
         return preempted
 
     def release(self, seq: Seq) -> None:
         """Free a handed-off sequence's KV (its decode instance has it now)."""
-        self.kv.held -= -(-seq.computed // self.bs)
+        self.kv.held -= -(-seq.computed // self.pt)
         self.kv.free_blocks(seq, seq.computed)
 
 
@@ -428,7 +478,7 @@ class DecodeScheduler(BatchScheduler):
         need = 0
         if not self.n_ready:
             return need, budget
-        bs = self.bs
+        pt = self.pt
         waiting, running = self.waiting, self.running
         for seq in [x for x in waiting if x.state == READY]:
             if budget <= 0 or len(running) >= self.max_seqs:
@@ -438,7 +488,7 @@ class DecodeScheduler(BatchScheduler):
             c = seq.computed
             # the block of this step's token was reserved with the transfer: it
             # is allocated with the step's other new blocks
-            extra = (c + bs) // bs - (c + bs - 1) // bs
+            extra = (c + pt) // pt - (c + pt - 1) // pt
             self.kv.private -= extra
             need += extra
             budget -= 1

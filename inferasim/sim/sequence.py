@@ -36,6 +36,9 @@ class Seq:
         "tokens",
         "computed",
         "hashed",
+        "cpages",
+        "hit",
+        "fresh",
         "state",
         "d_join",
         "c_join",
@@ -61,6 +64,9 @@ class Seq:
         self.tokens = prompt
         self.computed = 0
         self.hashed: list[int] = []
+        self.cpages = 0  # pages it holds that are cache pages (the rest are private)
+        self.hit = 0  # entries of its admission hit (the last may be partial)
+        self.fresh = 0  # entries it cached when its running chunk was scheduled
         self.state = WAITING
         self.d_join = self.c_join = self.g_join = 0
         self.epoch = 0

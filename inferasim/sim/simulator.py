@@ -330,7 +330,7 @@ class _RunPlan:
             topology=_topology(fleet, cost),
             engine=engine,
             cost=cost,
-            capacity=_capacity(sim.kv_tokens, cost, workload.block_size),
+            capacity=_capacity(sim.kv_tokens, cost, engine.page_for(int(workload.block_size))),
             stack=as_tiers(sim.tiers),
             router=make_router(sim.routing),
             admission=make_admission(sim.admission),
@@ -370,6 +370,7 @@ class _RunPlan:
             replicate_hot=None if hot is None else int(hot),
             parent=self.parent,
             think=None if self.think is None else np.nan_to_num(self.think, nan=0.0),
+            rules=self.engine,
         )
 
     def config(
@@ -381,9 +382,13 @@ class _RunPlan:
             "replicas": topo.prefill + topo.decode,
             "routing": sim.routing if isinstance(sim.routing, str) else repr(sim.routing),
             "cost_model": repr(self.cost),
-            "kv_tokens": self.capacity * workload.block_size,
+            "kv_tokens": self.capacity * engine.page_for(int(workload.block_size)),
             "kv_blocks": self.capacity,
             "block_size": workload.block_size,
+            "page_tokens": engine.page_for(int(workload.block_size)),
+            "full_prompt_admission": engine.full_prompt_admission,
+            "cache_on_schedule": engine.cache_on_schedule,
+            "cache_generated": engine.cache_generated,
             "eviction": sim.eviction if isinstance(sim.eviction, str) else repr(sim.eviction),
             "max_num_seqs": engine.max_num_seqs,
             "max_batched_tokens": engine.max_batched_tokens,

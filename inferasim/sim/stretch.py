@@ -314,12 +314,12 @@ class DecodeStretch:
         if t >= self.weak:  # finishes before t
             if not frees_on_finish:
                 return -1
-            bs = self.kv.bs
+            pt = self.kv.pt
             for f, ctx in self.fins:
                 if f >= jn:
                     break
                 if f >= pos:
-                    kv -= (ctx + f + bs - 1) // bs
+                    kv -= (ctx + f + pt - 1) // pt
         return kv + self._cum(jn) - self._cum(pos) if jn > pos else kv
 
     # ------------------------------------------------------------ applying

@@ -144,7 +144,7 @@ class View:
     @property
     def active_blocks(self) -> int:
         rep = self._settle()
-        return rep.kv.running + rep.sched.queued_blocks
+        return rep.kv.running_blocks + rep.sched.queued_blocks
 
     @property
     def free_kv_blocks(self) -> int:
