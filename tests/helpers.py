@@ -195,10 +195,21 @@ def sim_configs(draw: st.DrawFn) -> dict:
     )
     replicas = draw(st.integers(1, 3))
     kv_blocks = draw(st.integers(3, 40))
+    # the vLLM v1 rules (any subset; pages of 1, 2 or 4 tokens divide every drawn
+    # block size) in a third of the configurations
+    rules = {}
+    if draw(st.integers(0, 2)) == 0:
+        rules = dict(
+            page_tokens=draw(st.sampled_from([None, 1, 2, 4])),
+            full_prompt_admission=draw(st.booleans()),
+            cache_on_schedule=draw(st.booleans()),
+            cache_generated=draw(st.booleans()),
+        )
     engine = EngineConfig(
         max_num_seqs=max_num_seqs,
         max_batched_tokens=draw(st.integers(max_num_seqs, 64)),
         chunked_prefill=draw(st.booleans()),
+        **rules,
     )
     eviction = draw(st.sampled_from(["lru", "fifo", "lfu", "length_aware"]))
     temperature = draw(st.sampled_from([0.0, 0.0, 2.0]))
@@ -229,9 +240,11 @@ def check_memory(kv: Any) -> None:
     lower tier above its capacity."""
     c = kv.cache
     assert kv.private >= 0
-    assert kv.private + len(c.ref) <= kv.capacity
-    assert c.pinned == sum(1 for r in c.ref.values() if r > 0)
+    assert c.pages == sum(c.entry_pages(h) for h in c.ref)
+    assert kv.private + c.pages <= kv.capacity
+    assert c.pinned == sum(c.entry_pages(h) for h, r in c.ref.items() if r > 0)
     assert all(r >= 0 for r in c.ref.values())
+    assert all(0 < p < c.ppb or h >= 2**64 for h, p in c.short.items())
     if kv.tiers is not None:
         for store in kv.tiers.stores:
             assert len(store.blocks) <= store.capacity
@@ -269,11 +282,21 @@ class InvariantChecks:
 
         def evict(cache, k, out=None):
             before = dict(cache.ref)
+            pages = {h: cache.entry_pages(h) for h in before}
+            e0, p0 = cache.evictions, cache.pages
             orig_evict(cache, k, out)
             gone = set(before) - set(cache.ref)
-            assert len(gone) == k
+            # whole entries go, or (pages) the tail pages of one entry
+            assert len(gone) == cache.evictions - e0
+            shrunk = [h for h in cache.ref if cache.entry_pages(h) != pages[h]]
+            assert len(shrunk) <= 1 and all(before[h] == 0 for h in shrunk)
+            removed = p0 - cache.pages
+            if cache.partial:
+                assert removed == k
+            else:  # (whole entries: at most one entry's pages more)
+                assert k <= removed < k + max(pages.values())
             assert all(before[h] == 0 for h in gone), "a pinned block was evicted"
-            self.evicted += k
+            self.evicted += cache.evictions - e0
 
         def allocate(kv, n, t):
             orig_allocate(kv, n, t)

@@ -17,6 +17,26 @@ What is modelled
   it ends, LRU/FIFO/LFU eviction of unpinned blocks only when a block is
   needed. At least one prompt token is always computed (a prompt that is
   entirely cached recomputes its last block, as vLLM does).
+* Engine rules (:class:`EngineConfig`), each a switch; ``EngineConfig.vllm()``
+  turns on all four as vLLM v1 (0.33) schedules, and ``benchmarks/vllm_validate.py``
+  compares a run with vLLM's own ``Scheduler`` request by request:
+
+  * ``page_tokens``: vLLM 16 (``CacheConfig.block_size``); default None, one
+    page per hash block; SGLang's page size is 1.
+  * ``full_prompt_admission``: vLLM True (the waiting loop of
+    ``Scheduler.schedule`` calls ``allocate_slots(..., full_sequence_must_fit)``);
+    default False, the first chunk must fit.
+  * ``cache_on_schedule``: vLLM True (``allocate_slots`` -> ``cache_blocks``,
+    the running requests allocating before the waiting ones look up);
+    default False, a block is cached when its step ends (as SGLang inserts a
+    finished prefill chunk into its radix tree).
+  * ``cache_generated``: vLLM True (``KVCacheManager.free`` keeps every
+    hashed full block as cache); default False, freed at once.
+
+  With pages, memory, eviction and preemption count pages; prefix matching
+  stays at the workload's hash blocks (a leading run of whole blocks, plus
+  the resident leading pages of the next one: an entry evicted page by page
+  loses its tail pages first, as vLLM's free queue does).
 * Routing at arrival on the replicas' exact state (:mod:`inferasim.sim.router`),
   including Mooncake's KV-centric ``"conductor"`` (smallest estimated TTFT).
 * Admission at arrival (:mod:`inferasim.sim.admission`): admit all, or
@@ -106,9 +126,10 @@ KV tiers behind HBM (``Simulator(tiers=[Tier(...), ...])``)
 
 What is not
 -----------
-The KV block is the workload's hash block (512 tokens for Mooncake traces),
-not vLLM's 16 tokens, so a sequence's partial last block holds a whole block
-of memory. There is no speculative decoding, no swap-based preemption
+By default the KV page is the workload's hash block (512 tokens for
+Mooncake traces), not vLLM's 16 tokens, so a sequence's partial last block
+holds a whole block of memory (``EngineConfig(page_tokens=16)`` or
+``EngineConfig.vllm()`` count 16-token pages). There is no speculative decoding, no swap-based preemption
 (tiers hold only cached prefix blocks, never a preempted sequence's private
 KV), no layer-wise overlap of tier loads with compute (only the
 disaggregated handoff streams layer-wise), no router latency, and routers
