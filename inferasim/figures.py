@@ -38,6 +38,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
 from inferasim import plots, studies, style
+from inferasim._cli_types import integer
 from inferasim.studies import settings
 from inferasim.workload import Workload
 
@@ -835,7 +836,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--jobs",
-        type=int,
+        type=integer(1),
         default=None,
         help="worker processes for the simulations and replays (default: CPU count, at most 4)",
     )
