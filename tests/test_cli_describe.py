@@ -224,13 +224,14 @@ def test_console_script_in_a_subprocess(tmp_path):
 
 
 @pytest.mark.parametrize(("flag", "value", "words"), [
-    ("--rate", "0", "rate must be > 0"),
-    ("--time-scale", "-2", "factor must be a positive"),
-    ("--range-ratio", "1.5", "range_ratio must be in"),
+    ("--rate", "0", "argument --rate: must be a finite number > 0, got '0'"),
+    ("--time-scale", "-2", "argument --time-scale: must be a finite number > 0, got '-2'"),
+    ("--range-ratio", "1.5", "argument --range-ratio: must be a finite number >= 0 and < 1"),
 ])
-def test_bad_synthetic_option_exits_1(capsys, flag, value, words):
+def test_bad_synthetic_option_is_a_usage_error(capsys, flag, value, words):
+    # a bad flag value is a usage error (exit 2) naming the flag, not a failure of the work
     code, out, err = run(capsys, "--num-requests", "5", flag, value)
-    assert code == 1 and out == "" and words in err
+    assert code == 2 and out == "" and words in err
 
 
 # ---------------------------------------------- fixed bugs 6a-6c (see notes)
