@@ -255,3 +255,24 @@ def test_directory_source(capsys, tmp_path):
     code, _, err = run(capsys, str(tmp_path))
     assert code == 1 and str(tmp_path) in err and "directory" in err
 
+
+
+def test_describe_names_a_misspelt_column_and_fails(capsys, tmp_path):
+    # issue 24: `output_lne` used to pass with 1 for every output length, exit 0
+    path = tmp_path / "typo.csv"
+    path.write_text("time,isl,output_lne\n0,100,5\n10,200,7\n")
+    code, out, err = run(capsys, str(path))
+    assert code == 1 and out == "" and len(err.splitlines()) == 1
+    assert "typo.csv, line 1" in err and "'output_lne'" in err and "did you mean output_len?" in err
+
+
+def test_describe_warns_in_one_line_and_notes_the_close_match(capsys, tmp_path):
+    path = tmp_path / "ids.csv"
+    path.write_text("time,isl,osl,hash_id\n0,100,5,1\n10,200,7,2\n")
+    code, out, err = run(capsys, str(path))
+    assert code == 0
+    assert err.splitlines() == [
+        f"inferasim: warning: {path}: column 'hash_id' is not an accepted name (did you mean "
+        "hash_ids?); kept as an extra column, not read as hash_ids"
+    ]
+    assert "column 'hash_id' is kept as an extra column, not read (did you mean hash_ids?)" in out

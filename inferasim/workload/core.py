@@ -623,8 +623,28 @@ class Workload:
         from inferasim._format import Summary
 
         return Summary(
-            stats, name=self._source or "workload", dtype=np.float64, title=self._header()
+            stats, name=self._source or "workload", dtype=np.float64, title=self._header(),
+            notes=self._column_notes(),
         )
+
+    def _column_notes(self) -> list[str]:
+        """Notes on extra columns named like an accepted column (likely misspellings).
+
+        Examples
+        --------
+        >>> import io
+        >>> import warnings
+        >>> with warnings.catch_warnings():
+        ...     warnings.simplefilter("ignore")
+        ...     wl = Workload.from_csv(io.StringIO("time,isl,osl,hash_id\\n0,10,2,1\\n"))
+        >>> wl._column_notes()
+        ["column 'hash_id' is kept as an extra column, not read (did you mean hash_ids?)"]
+        """
+        extra = [c for c in self._frame.columns if c not in _CORE_COLUMNS]
+        return [
+            f"column {c!r} is kept as an extra column, not read (did you mean {m}?)"
+            for c, m in tabular.misspelt_columns(extra).items()
+        ]
 
     # ------------------------------------------------------------ selections
     def _take(self, rows: np.ndarray, frame: pd.DataFrame | None = None) -> Workload:
