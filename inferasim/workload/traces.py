@@ -492,7 +492,7 @@ def _not_found_message(info: TraceInfo, reason: str) -> str:
     Examples
     --------
     >>> msg = _not_found_message(TRACES["synthetic"], "download=False")
-    >>> msg.startswith("trace 'synthetic' (synthetic_trace.jsonl) is not in ") and "\n" not in msg
+    >>> msg.startswith("trace 'synthetic' (synthetic_trace.jsonl) is not in ") and len(msg.splitlines()) == 1
     True
     """
     places = ", ".join(str(d) for d in trace_dirs())
