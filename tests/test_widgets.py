@@ -333,3 +333,91 @@ def test_tiered_simulation_splits_hits_by_tier_and_compares_with_hbm_only(worklo
     w.controls["dram"].value = 0.0
     w.controls["pool"].value = 0.0
     assert w.tiers() == [] and "settings changed" in w.status.value
+
+
+# ------------------------------------------------- rejections shown (issue 24)
+
+
+def _never_fit(wl: Workload, kv_tokens: int) -> int:
+    """Requests whose last decode step needs more blocks than a replica holds, counted here.
+
+    A request holds ceil((input_len + output_len - 1) / block_size) blocks at its
+    last step; more than kv_tokens // block_size can never run (derived from the
+    workload alone, not from the simulator's frames).
+    """
+    bs = wl.block_size
+    need = -(-(wl.input_len.astype(np.int64) + wl.output_len - 1) // bs)
+    return int(((need > kv_tokens // bs) | (wl.input_len == 0)).sum())
+
+
+def test_the_widget_says_how_many_requests_were_rejected_at_10k_tokens(conversation_path):
+    # Notebook 02's widget, capacity dragged to 10k tokens, FIFO, round robin, simulate.
+    # Before: "simulated 12,031 requests in 0.8 s", a TTFT p99 over the finished
+    # requests only, bars adding up to 7,154, and no word of the 4,877 rejected.
+    wl = Workload.from_mooncake(conversation_path)
+    w = cache_sizing({"conversation": wl}, capacity_tokens=3e6, replicas=4, routing="kv_cost")
+    w.controls["capacity"].value = 1e4
+    w.controls["policy"].value = "fifo"
+    w.controls["routing"].value = "round_robin"
+    res = w.simulate()
+    kv_tokens = (10_000 // 512) * 512  # 19 whole blocks of 512 tokens: 9,728 tokens
+    rejected = _never_fit(wl, kv_tokens)
+    assert rejected == 4_877  # the issue's count, derived from the workload
+    assert int((res.requests["status"] == "rejected").sum()) == rejected
+    finished = len(wl) - rejected
+    assert f"<b>{rejected:,} rejected</b>" in w.status.value
+    assert "longer than a replica's KV memory of 19 blocks" in w.status.value
+    assert f"latencies are of the {finished:,} finished" in w.status.value
+    assert f"{rejected:,} of {len(wl):,} requests rejected" in w.sim_text
+    assert f"latencies cover the {finished:,} finished requests only" in w.sim_text
+    # the plots: the bars add up to every request, the rejected one labelled
+    load_ax = w.sim_axes[2]
+    heights = [p.get_height() for p in load_ax.patches]
+    assert sum(heights) == len(wl) and heights[-1] == rejected
+    assert load_ax.get_xticklabels()[-1].get_text() == "rejected"
+    assert w.sim_figure.get_suptitle() == (
+        f"{len(wl):,} requests: {finished:,} finished (the latencies), {rejected:,} rejected"
+    )
+    for ax in w.sim_axes[:2]:
+        assert ax.get_ylabel() == "fraction of finished requests"
+    html = w.sim_output.outputs[1]["data"]["text/html"]
+    assert f"latency (ms) of the {finished:,} finished requests" in html
+    # the percentiles are over the finished requests
+    fin = res.requests[res.requests["status"] == "finished"]
+    assert w.summary().loc["ttft_ms", "p99"] == pytest.approx(fin["ttft_ms"].quantile(0.99))
+    # and the run's own summary and card say the same
+    note = f"{rejected:,} of {len(wl):,} requests rejected"
+    assert note in repr(res.summary()) and note in repr(res)
+
+
+def test_a_run_without_rejections_says_none_were(workloads):
+    w = cache_sizing(workloads, capacity_tokens=1e5, replicas=2, routing="round_robin")
+    res = w.simulate()
+    assert (res.requests["status"] == "finished").all()
+    assert "rejected" not in w.status.value and "rejected" not in w.sim_text
+    assert w.sim_figure.get_suptitle().endswith(", 0 rejected")
+    assert [t.get_text() for t in w.sim_axes[2].get_xticklabels()] == ["0", "1"]
+    assert "requests rejected" not in repr(res.summary())
+
+
+def test_tiered_widget_names_its_tiers_one_way_and_sizes_the_hit_axis(workloads):
+    from inferasim.widgets import tiered_cache_sizing
+
+    w = tiered_cache_sizing(workloads, dram_tokens=1e5, pool_tokens=2e5, replicas=2)
+    w.simulate()
+    stack = [t.get_text() for t in w.stack_ax.get_legend().get_texts()]
+    sim = [t.get_text() for t in w.sim_axes[1].get_legend().get_texts()]
+    assert stack[:3] == sim == ["HBM", "dram", "pool"]  # not "DRAM" here and "POOL" there
+    assert "HBM " in w.sim_text() and " dram " in w.sim_text() and " pool " in w.sim_text()
+    longest = max(w.result.summary()["token_hit_ratio"], w.baseline.summary()["token_hit_ratio"])
+    assert w.sim_axes[1].get_xlim()[1] == pytest.approx(min(1.0, 1.1 * longest))
+
+
+def test_the_capacity_ring_is_whole_at_the_ends_of_the_slider(workloads):
+    w = cache_sizing(workloads, capacity_tokens=1e4)
+    low, high = w.hit_ax.get_xlim()
+    assert low < 1e4 and high > 1e8  # room beyond both ends of the slider
+    assert w.marker.get_clip_on() is False
+    note = next(t for t in w.hit_ax.texts if "3M tokens" in t.get_text())
+    # the note sits at the top of the axes, above the ceiling line and the curve
+    assert note.get_position()[1] > 0.9 and note.get_va() == "top"

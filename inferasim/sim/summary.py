@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-__all__ = ["SUMMARY_METRICS", "summarize", "rejection_reasons", "rejection_note"]
+__all__ = ["SUMMARY_METRICS", "summarize", "rejection_reasons", "rejection_note", "reasons_text"]
 
 _STATS = (("mean", None), ("p50", 50), ("p90", 90), ("p99", 99))
 
@@ -101,7 +101,7 @@ def _reason_kind(reason: object) -> str:
     text = str(reason)
     m = _TOO_LONG.fullmatch(text)
     if m:
-        return f"prompt + output need more KV blocks than a replica holds ({int(m.group(1)):,})"
+        return f"prompt + output longer than a replica's KV memory of {int(m.group(1)):,} blocks"
     if text == "input_len is 0":
         return "empty prompt"
     return text
@@ -131,7 +131,7 @@ def rejection_reasons(requests: pd.DataFrame) -> pd.Series:
     ...                                "needs 9 KV blocks for 130 + 8 tokens; a replica holds 5",
     ...                                None, "input_len is 0"]})
     >>> rejection_reasons(req).to_dict()
-    {'prompt + output need more KV blocks than a replica holds (5)': 2, 'empty prompt': 1}
+    {"prompt + output longer than a replica's KV memory of 5 blocks": 2, 'empty prompt': 1}
     """
     rejected = requests.loc[requests["status"] == "rejected", "reason"]
     counts = rejected.map(_reason_kind).value_counts(sort=True)
@@ -150,7 +150,7 @@ def rejection_note(requests: pd.DataFrame) -> str | None:
     ...                     "reason": ["needs 7 KV blocks for 100 + 8 tokens; a replica holds 5",
     ...                                None, None]})
     >>> rejection_note(req)
-    '1 of 3 requests rejected (1: prompt + output need more KV blocks than a replica holds (5)); latencies cover the 2 finished requests only'
+    "1 of 3 requests rejected (prompt + output longer than a replica's KV memory of 5 blocks); latencies cover the 2 finished requests only"
     >>> rejection_note(req.iloc[1:]) is None
     True
     """
@@ -159,11 +159,25 @@ def rejection_note(requests: pd.DataFrame) -> str | None:
         return None
     n = int(reasons.sum())
     finished = int((requests["status"] == "finished").sum())
-    why = "; ".join(f"{int(k):,}: {r}" for r, k in reasons.items())
     return (
-        f"{n:,} of {len(requests):,} requests rejected ({why}); latencies cover the "
-        f"{finished:,} finished requests only"
+        f"{n:,} of {len(requests):,} requests rejected ({reasons_text(reasons)}); latencies "
+        f"cover the {finished:,} finished requests only"
     )
+
+
+def reasons_text(reasons: pd.Series) -> str:
+    """:func:`rejection_reasons` in words: the reason alone, or each with its count.
+
+    Examples
+    --------
+    >>> reasons_text(pd.Series({"empty prompt": 3}))
+    'empty prompt'
+    >>> reasons_text(pd.Series({"empty prompt": 3, "rejected by admission": 1}))
+    '3 empty prompt; 1 rejected by admission'
+    """
+    if len(reasons) == 1:
+        return str(reasons.index[0])
+    return "; ".join(f"{int(k):,} {r}" for r, k in reasons.items())
 
 
 def _volume(req: pd.DataFrame, fin: pd.DataFrame, bs: int) -> dict[str, Any]:
