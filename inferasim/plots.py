@@ -270,6 +270,9 @@ def hit_rate(
                 kw["marker"] = style.marker(str(policy))
                 kw["markevery"] = 0.08
                 kw["markersize"] = 3
+            if policy == "lru":
+                # LRU is the reference line: on top, where FIFO (often equal) would hide it
+                kw["zorder"] = 3
             ax.plot(part[xcol], part[ycol], label=text or None, **{**kw, **line_kw})
     ax.set_xscale("log")
     if x == "tokens":
@@ -592,7 +595,7 @@ def sessions(
             linked = req.dropna(subset=["growth_tokens"])
             med = linked.groupby("turn")["growth_tokens"].median()
             ax.plot(med.index, med.to_numpy(), marker="o", label=name, **kw)
-    plain = FuncFormatter(lambda v, _p: f"{v:g}")
+    plain = FuncFormatter(lambda v, _p: f"{v:,g}")  # 1,000 s, not 1000
     if kind == "turns":
         ax.set_xscale("log")
         ax.set_yscale("log")

@@ -70,9 +70,10 @@ def test_synthetic_options(capsys):
                        "--num-prefixes", "0", "--output-len", "7")
     assert code == 0
     rows = table(out)
-    # 30 requests every 100 ms: last at 2,900 ms; offered rate 30 / 2.9 s = 10.34
+    # 30 requests every 100 ms: last at 2,900 ms (shown as 2.9 s); offered rate 30 / 2.9 s = 10.34
     assert rows["requests"] == "30"
-    assert rows["duration_ms"] == "2,900"
+    assert rows["duration_ms"] == "2.9"
+    assert next(r for r in out.splitlines() if "duration_ms" in r).endswith("2.9 s")
     assert rows["offered_rate_rps"] == "10.34"
     assert rows["input_mean"] == "100" and rows["output_max"] == "7"
     # no pool: every block is fresh
@@ -83,7 +84,7 @@ def test_synthetic_options(capsys):
 def test_time_scale(capsys):
     args = ["--num-requests", "11", "--arrival", "deterministic", "--rate", "10"]
     _, out, _ = run(capsys, *args, "--time-scale", "0.5")
-    assert table(out)["duration_ms"] == "500"  # 1,000 ms compressed by 0.5
+    assert table(out)["duration_ms"] == "500"  # 1,000 ms compressed by 0.5: "500 ms"
 
 
 def test_mooncake_file(capsys, tmp_path):
