@@ -822,6 +822,13 @@ def make_figures(
         if verbose:
             files = ", ".join(str(p) for p in written[name])
             print(f"{name}: {files} ({seconds[name][0]:.1f} s)")
+    if set(wanted) == set(specs) and not data.quick:
+        # every figure from the full traces: their headline numbers and the README's tables
+        from inferasim.headline import write_headline
+
+        write_headline(Path(out_dir) / "headline.json", data)
+        if verbose:
+            print(f"headline numbers: {Path(out_dir) / 'headline.json'}")
     if verbose:
         # CPU: this process only (work handed to an executor's workers is not in it).
         print(f"\n{'figure':<22}{'wall s':>8}{'CPU s':>8}")
@@ -870,6 +877,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="worker processes for the simulations and replays (default: CPU count, at most 4)",
     )
     parser.add_argument("--list", action="store_true", help="list the figures and exit")
+    parser.add_argument(
+        "--headline",
+        default=None,
+        metavar="JSON",
+        help="only compute the headline numbers (no drawing), write them to JSON and rewrite "
+        "the generated tables of the README.md beside it (figures/headline.json: the record "
+        "tests/test_headline.py checks)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -886,6 +901,18 @@ def run(args: argparse.Namespace) -> int:
     if getattr(args, "list", False):
         for spec in FIGURES:
             print(f"{spec.name:<20} {spec.notebook:<26} {spec.description}")
+        return 0
+    if getattr(args, "headline", None):
+        from inferasim.headline import write_headline
+
+        try:
+            data = FigureData(args.traces, quick=args.quick)
+            write_headline(args.headline, data)
+        except (FileNotFoundError, ValueError) as exc:
+            print(f"inferasim figures: error: {exc}")
+            return 2
+        readme = Path(args.headline).parent / "README.md"
+        print(f"wrote {args.headline}" + (f" and the tables of {readme}" if readme.is_file() else ""))
         return 0
     try:
         make_figures(
