@@ -29,8 +29,11 @@ def test_capacity_slider_moves_the_marker_to_the_curve(workloads):
     w = cache_sizing(workloads, capacity_tokens=1e5)
     wl = workloads["skewed"]
     grid = w.curve()["capacity_blocks"].to_numpy()
-    # About 24 points per decade (fewer where blocks round together).
-    assert 0.5 * CURVE_POINTS_PER_DECADE * 4 < grid.size <= CURVE_POINTS_PER_DECADE * 4 + 2
+    # About 24 points per decade (fewer where blocks round together), plus the
+    # slider's stops (7 a decade), so the readout at a stop is exact.
+    stops = {int(c // wl.block_size) for c in capacity_options()}
+    assert stops <= set(grid.tolist())
+    assert 0.5 * CURVE_POINTS_PER_DECADE * 4 < grid.size <= CURVE_POINTS_PER_DECADE * 4 + 2 + len(stops)
     # Capacities on the widget's own grid are read off the curve without
     # interpolation: compare with the reuse module directly.
     for blocks in grid[[2, 20, 40, 60]]:  # grid[0:2] lie below the slider's 1e4 minimum
@@ -228,10 +231,12 @@ def test_readout_and_simulation_text_name_their_numbers_and_agree():
     res = w.simulate()
     text = w.sim_text
     fleet = float(res.requests["cached_tokens"].sum() / res.requests["input_len"].sum())
-    one = float(reuse.hit_rate_curve(wl, [97], full_blocks_only=True)["token_hit_ratio"].iloc[0])
-    assert fleet == pytest.approx(one, abs=1e-12)  # they agree here, and the texts say so
+    whole = float(reuse.hit_rate_curve(wl, [97], full_blocks_only=True)["token_hit_ratio"].iloc[0])
+    one = float(reuse.hit_rate_curve(wl, [97])["token_hit_ratio"].iloc[0])
+    assert fleet == pytest.approx(whole, abs=1e-12)  # they agree here, and the texts say so
     assert f"fleet token hit ratio <b>{fleet:.1%}</b>" in text
-    assert f"(reuse analysis): {one:.1%}" in text
+    # the readout's measure and the simulator's (whole blocks), each named
+    assert f"(reuse analysis, as the readout above): {one:.1%}, or {whole:.1%} caching whole blocks" in text
     assert "<b>1</b> replicas" in text and "49,664 tokens each" in text  # 97 * 512
     assert f"<b>{w.hit_ratio:.1%}</b>" in readout and f"{fleet:.1%}" in readout
     # A small cache: the simulated replica also keeps running requests in that memory.
@@ -411,6 +416,19 @@ def test_tiered_widget_names_its_tiers_one_way_and_sizes_the_hit_axis(workloads)
     assert "HBM " in w.sim_text() and " dram " in w.sim_text() and " pool " in w.sim_text()
     longest = max(w.result.summary()["token_hit_ratio"], w.baseline.summary()["token_hit_ratio"])
     assert w.sim_axes[1].get_xlim()[1] == pytest.approx(min(1.0, 1.1 * longest))
+
+
+def test_the_readout_at_a_slider_stop_is_the_exact_reuse_number(conversation_path):
+    # Notebook 02 gave three numbers for one 3M-token LRU cache over the whole trace:
+    # 13.8% (the readout, interpolated), 14.4% (the simulation text, whole blocks only)
+    # and 13.9% (hit_rate_curve). At a slider stop the readout is now hit_rate_curve's.
+    wl = Workload.from_mooncake(conversation_path)
+    w = cache_sizing({"conversation": wl}, capacity_tokens=3e6)
+    exact = float(reuse.hit_rate_curve(wl, [3e6], unit="tokens")["token_hit_ratio"].iloc[0])
+    assert w.hit_ratio == pytest.approx(exact, abs=1e-12)
+    assert f"<b>{exact:.1%}</b> (reuse analysis)" in w.readout.value
+    w.capacity_tokens = 3.3e6  # off the stops: interpolated, and said so
+    assert "interpolated between its capacities" in w.readout.value
 
 
 def test_the_capacity_ring_is_whole_at_the_ends_of_the_slider(workloads):

@@ -515,7 +515,7 @@ class Workload:
         duration = float(arr[-1] - arr[0]) if n else 0.0
         rate = n * 1000.0 / duration if duration > 0 else float("nan")
         rows = [
-            ("duration", format_metric("duration_ms", duration), "ms"),
+            ("duration", format_metric("duration_ms", duration), ""),  # carries its unit: "59 min"
             ("offered rate", format_metric("offered_rate_rps", rate), "req/s"),
             ("input mean / max", _pair(inp), "tokens"),
             ("output mean / max", _pair(out), "tokens"),
