@@ -226,15 +226,20 @@ def headline_numbers(data: Any) -> dict[str, Any]:
 
 
 @functools.lru_cache(maxsize=1)
-def _example_numbers() -> dict[str, Any]:
-    """Headline numbers of a tiny workload standing in for both traces (the examples' input)."""
-    from inferasim import Workload
-    from inferasim.figures import FigureData
+def _example_numbers(figure_data: Any) -> dict[str, Any]:
+    """Headline numbers of a tiny workload standing in for both traces (the examples' input).
+
+    ``figure_data`` is :class:`inferasim.figures.FigureData` (passed in: that
+    module imports this one).
+    """
+    from inferasim.workload import Workload
 
     wl = Workload.from_synthetic(
         60, 5.0, input_len=512, output_len=4, num_prefixes=4, prefix_len=1024, seed=0
     )
-    return headline_numbers(FigureData(workloads={"conversation": wl, "synthetic": wl}, quick=True))
+    return headline_numbers(
+        figure_data(workloads={"conversation": wl, "synthetic": wl}, quick=True)
+    )
 
 
 def _key(value: Any) -> str:
@@ -304,7 +309,8 @@ def readme_blocks(numbers: Mapping[str, Any]) -> dict[str, str]:
 
     Examples
     --------
-    >>> blocks = readme_blocks(_example_numbers())
+    >>> from inferasim.figures import FigureData
+    >>> blocks = readme_blocks(_example_numbers(FigureData))
     >>> sorted(blocks)
     ['notebook01', 'notebook01_hit_rates', 'notebook02', 'notebook03', 'notebook04']
     >>> blocks["notebook01"].splitlines()[0]
@@ -449,14 +455,15 @@ def update_readme(path: str | os.PathLike[str], numbers: Mapping[str, Any]) -> b
     Examples
     --------
     >>> import tempfile
-    >>> names = sorted(readme_blocks(_example_numbers()))
+    >>> from inferasim.figures import FigureData
+    >>> names = sorted(readme_blocks(_example_numbers(FigureData)))
     >>> text = "".join(f"# {n}\\n<!-- headline:{n} -->\\nold\\n<!-- /headline:{n} -->\\n" for n in names)
     >>> with tempfile.TemporaryDirectory() as d:
     ...     readme = Path(d) / "README.md"
     ...     _ = readme.write_text(text)
-    ...     changed = update_readme(readme, _example_numbers())
-    ...     again = update_readme(readme, _example_numbers())
-    ...     stale = readme_is_current(readme.read_text(), _example_numbers())
+    ...     changed = update_readme(readme, _example_numbers(FigureData))
+    ...     again = update_readme(readme, _example_numbers(FigureData))
+    ...     stale = readme_is_current(readme.read_text(), _example_numbers(FigureData))
     >>> changed, again, stale
     (True, False, [])
     """
@@ -480,7 +487,8 @@ def readme_is_current(text: str, numbers: Mapping[str, Any]) -> list[str]:
 
     Examples
     --------
-    >>> readme_is_current("no blocks here", _example_numbers())[:2]
+    >>> from inferasim.figures import FigureData
+    >>> readme_is_current("no blocks here", _example_numbers(FigureData))[:2]
     ['notebook01', 'notebook01_hit_rates']
     """
     blocks = readme_blocks(numbers)
