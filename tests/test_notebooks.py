@@ -31,7 +31,7 @@ def _need(name: str):
     except ImportError:
         if os.environ.get("CI", "").lower() == "true":
             raise  # a collection error, never a silent skip on CI
-        pytest.skip(f"{name} is not installed", allow_module_level=True)
+        pytest.skip(f"{name} is not installed (pip install -e '.[test]')", allow_module_level=True)
 
 
 jupytext = _need("jupytext")
