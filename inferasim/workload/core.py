@@ -490,9 +490,27 @@ class Workload:
         return [flat[a:b] for a, b in zip(bounds[:-1], bounds[1:], strict=False)]
 
     def _display_frame(self, max_rows: int = 10) -> pd.DataFrame:
+        """The rows a person sees (first and last), hash ids as a short list column.
+
+        A ``line`` column that only repeats the index (one request per line,
+        in file order: line = request_id + a constant) is left out of the view; the
+        frame keeps it.
+
+        Examples
+        --------
+        >>> import io
+        >>> wl = Workload.from_csv(io.StringIO("time,isl,osl\\n0,10,1\\n5,20,2\\n"))
+        >>> wl.frame["line"].tolist(), list(wl._display_frame().columns)
+        ([2, 3], ['arrival_ms', 'input_len', 'output_len'])
+        """
         n = len(self)
         rows = np.arange(n) if n <= max_rows else np.r_[0 : max_rows // 2, n - max_rows // 2 : n]
         shown = self._frame.iloc[rows].copy()
+        if "line" in self._frame.columns:
+            line = self._frame["line"].to_numpy()
+            # CSV counts the header as line 1; JSON lines start at 1: either way an offset
+            if np.array_equal(line - line[0], np.arange(n)) if n else True:
+                shown = shown.drop(columns="line")
         if self._has_hash_ids:
             ids = []
             for i in rows:
