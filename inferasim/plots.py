@@ -1215,7 +1215,7 @@ def teaching(
         ax.set_xscale("log")
         ax.xaxis.set_minor_formatter(NullFormatter())
         ax.xaxis.set_minor_locator(LogLocator(subs=()))
-    ax.set_xticks(x, [f"{v:g}" for v in x])  # ticks at the swept values only
+    ax.set_xticks(x, [f"{v:,g}" for v in x])  # ticks at the swept values only (1,024)
     return ax
 
 
