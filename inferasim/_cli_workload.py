@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from inferasim._cli_types import integer, number
 from inferasim.workload import Workload
 from inferasim.workload.loaders import DEFAULT_SYNTHETIC, load_workload
 
@@ -38,6 +39,21 @@ GENERATOR_HELP: dict[str, str] = {
     "prefix_len": "length of each shared prefix (tokens)",
     "prefix_zipf": "Zipf exponent of prefix popularity (0: uniform)",
     "seed": "random seed",
+}
+
+#: The argparse type of each generator option: its value's bounds (those of
+#: ``Workload.from_synthetic``), so a bad value is a usage error naming the flag.
+GENERATOR_TYPES: dict[str, Any] = {
+    "num_requests": integer(0),
+    "rate": number(0.0),
+    "burstiness": number(0.0),
+    "input_len": integer(1),
+    "output_len": integer(1),
+    "range_ratio": number(0.0, strict=False, below=1.0),
+    "num_prefixes": integer(0),
+    "prefix_len": integer(0),
+    "prefix_zipf": number(0.0, strict=False),
+    "seed": integer(0),
 }
 
 _SOURCE_HELP = (
@@ -66,7 +82,7 @@ def add_workload_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--trace", metavar="SOURCE", default=None, help="same as SOURCE")
     parser.add_argument(
         "--time-scale",
-        type=float,
+        type=number(0.0),
         default=1.0,
         help="multiply arrival times by this factor (<1 compresses the trace: more load)",
     )
@@ -86,7 +102,7 @@ def add_workload_arguments(parser: argparse.ArgumentParser) -> None:
         if name == "arrival":
             kwargs["choices"] = ("poisson", "deterministic", "gamma")
         else:
-            kwargs["type"] = type(value)
+            kwargs["type"] = GENERATOR_TYPES[name]
             kwargs["metavar"] = type(value).__name__.upper()
         group.add_argument(_flag(name), **kwargs)
 

@@ -27,6 +27,7 @@ __all__ = [
     "format_metric",
     "format_summary",
     "format_value",
+    "human_duration",
     "metric_rows",
     "metric_unit",
 ]
@@ -68,10 +69,39 @@ def format_value(value: object) -> str:
     return np.format_float_positional(v, precision=4, unique=False, fractional=False, trim="-")
 
 
+#: Spans of a whole run, shown in human units (``59 min``): ``describe()``
+#: gives ``duration_ms``, ``summary()`` ``duration_s``, both read the same.
+_DURATIONS = {"duration_ms": 1e-3, "duration_s": 1.0}
+
+
+def human_duration(seconds: float) -> str:
+    """A span of time in the unit people read it in: ``850 ms``, ``12.3 s``, ``59 min``, ``2.5 h``.
+
+    Examples
+    --------
+    >>> [human_duration(s) for s in (0.85, 12.34, 3536.999, 1022.0, 9000.0, 0.0)]
+    ['850 ms', '12.3 s', '59 min', '17 min', '2.5 h', '0 ms']
+    """
+    s = float(seconds)
+    if not math.isfinite(s):
+        return format_value(s)
+    if abs(s) < 1:
+        return f"{s * 1000:,.0f} ms"
+    if abs(s) < 60:
+        return f"{s:.1f} s"
+    if abs(s) < 600:
+        return f"{s / 60:.1f} min"
+    if abs(s) < 2 * 3600:
+        return f"{s / 60:,.0f} min"
+    return f"{s / 3600:,.1f} h"
+
+
 def _kind(name: str) -> str:
-    """How the metric called ``name`` is shown: flag, ratio, rate, integer or number."""
+    """How the metric called ``name`` is shown: flag, ratio, rate, duration, integer or number."""
     if name in _FLAGS:
         return "flag"
+    if name in _DURATIONS:
+        return "duration"
     if name.endswith(("_ratio", "share", "attainment", "fraction")):
         return "ratio"
     if name.endswith(("_rps", "_tok_s", "_per_s")):
@@ -103,7 +133,7 @@ def metric_unit(name: str) -> str:
     if name in _UNITS:
         return _UNITS[name]
     kind = _kind(name)
-    if kind in ("ratio", "flag") or name in _COUNTS:
+    if kind in ("ratio", "flag", "duration") or name in _COUNTS:  # a duration carries its unit
         return ""
     if name.endswith("_rps"):
         return "req/s"
@@ -131,6 +161,8 @@ def format_metric(name: str, value: object) -> str:
     ('12,035', '0.5000')
     >>> format_metric("saturated", 0.0), format_metric("offered_rate_rps", 3.3421)
     ('no', '3.342')
+    >>> format_metric("duration_ms", 3_536_999.0), format_metric("duration_s", 3544.2)
+    ('59 min', '59 min')
     """
     if not isinstance(value, (int, float, bool, np.integer, np.floating, np.bool_)):
         return str(value)
@@ -140,6 +172,8 @@ def format_metric(name: str, value: object) -> str:
     kind = _kind(name)
     if kind == "flag":
         return "yes" if v else "no"
+    if kind == "duration":
+        return human_duration(v * _DURATIONS[name])
     if kind == "ratio" and math.isfinite(v):
         return f"{v:.4f}"
     if kind == "integer" and math.isfinite(v):

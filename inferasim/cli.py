@@ -15,6 +15,7 @@ import argparse
 import os
 import sys
 import traceback
+import warnings
 from collections.abc import Sequence
 from importlib import import_module
 
@@ -71,7 +72,7 @@ def _describe(args: argparse.Namespace) -> int:
     wl = workload_from_args(args)
     d = wl.describe()
     notes = [] if wl.has_hash_ids else ["no hash ids in this source: it carries no prefix-reuse information"]
-    print(format_summary(d, title=wl._header(), notes=notes))
+    print(format_summary(d, title=wl._header(), notes=[*d.notes, *notes]))
     return 0
 
 
@@ -162,6 +163,21 @@ def _one_line(exc: BaseException) -> str:
     return "; ".join(line.strip() for line in text.splitlines() if line.strip())
 
 
+def _show_warning(message: Warning | str, category: type[Warning], *_: object, **__: object) -> None:
+    """A warning during a command: one line on stderr, no source file or code line.
+
+    Examples
+    --------
+    >>> import contextlib, io
+    >>> err = io.StringIO()
+    >>> with contextlib.redirect_stderr(err):
+    ...     _show_warning(UserWarning("x.csv: no output_len column"), UserWarning, "f.py", 3)
+    >>> err.getvalue()
+    'inferasim: warning: x.csv: no output_len column\\n'
+    """
+    print(f"inferasim: warning: {_one_line(message)}", file=sys.stderr)  # type: ignore[arg-type]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status (0 ok, 1 error, 2 usage).
 
@@ -186,7 +202,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             except SystemExit as stop:
                 return int(stop.code or 2)
     try:
-        return int(args.func(args) or 0)
+        with warnings.catch_warnings():
+            warnings.showwarning = _show_warning
+            return int(args.func(args) or 0)
     except BrokenPipeError:  # output piped into `head` and the like: stop quietly
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())

@@ -38,6 +38,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
 from inferasim import plots, studies, style
+from inferasim._cli_types import integer
 from inferasim.studies import settings
 from inferasim.workload import Workload
 
@@ -416,7 +417,7 @@ def plot_sizing_simulation(requests: pd.DataFrame) -> Figure:
     >>> req = studies.run_routing(wl, "kv_cost", replicas=2).requests.assign(
     ...     trace="demo", routing="kv_cost", replicas=2)
     >>> plot_sizing_simulation(req).get_suptitle()  # doctest: +ELLIPSIS
-    'demo trace (20 requests), 2 replicas x 3M-token LRU cache, cache + load cost routing,\\n...'
+    'demo trace (20 requests, none rejected), 2 replicas x 3M-token LRU cache, cache + load cost routing,\\n...'
     """
     cfg = settings.SIZING_DEFAULTS
     routing = str(requests["routing"].iloc[0])
@@ -429,12 +430,15 @@ def plot_sizing_simulation(requests: pd.DataFrame) -> Figure:
             plots.latency_cdf({routing: requests}, metric, ax=ax, quantile=0.99)
             ax.get_legend().remove()  # one run: the title gives its p99 (the dot)
             p99 = float(fin[metric].quantile(0.99))
-            ax.set_title(f"{metric[:4].upper()} p99: {p99:,.0f} ms")
+            ax.set_title(f"{metric[:4].upper()} p99: {style.duration_text(p99)}")
         plots.replica_load(requests, ax=c, color=style.color(routing), replicas=n)
         c.set_title("requests per replica")
-        hit = requests["cached_tokens"].sum() / requests["input_len"].sum()
+        routed = requests[requests["replica"] >= 0]
+        hit = routed["cached_tokens"].sum() / routed["input_len"].sum()
+        rejected = len(requests) - len(fin)
         fig.suptitle(
-            f"{requests['trace'].iloc[0]} trace ({len(requests):,} requests), {n} replicas x "
+            f"{requests['trace'].iloc[0]} trace ({len(requests):,} requests, "
+            f"{'none' if not rejected else f'{rejected:,}'} rejected), {n} replicas x "
             f"{style.tokens_text(cfg['capacity_tokens'])}-token {cfg['policy'].upper()} cache, "
             f"{style.label(routing)} routing,\n{FLEET_CAPTION}: {hit:.1%} of prompt tokens cached",
             fontsize=7.5,
@@ -500,14 +504,17 @@ def plot_ttft_by_routing(requests: pd.DataFrame, collapsing: str = "longest_matc
         shades = {t: g for t, g in zip(traces, ("0.1", "0.55", "0.8"), strict=False)}
         if len(apart):
             ax = axes[0, len(traces)]
-            apart_palette = {t: style.color(collapsing) if k == 0 else shades[t]
-                             for k, t in enumerate(traces)}
-            plots.latency_cdf(apart, ax=ax, hue="trace", quantile=0.99, palette=apart_palette)
+            # each trace in its grey level, as in the dot panel below
+            plots.latency_cdf(apart, ax=ax, hue="trace", quantile=0.99, palette=shades)
             ax.legend(loc="center", fontsize=5.5)
             ax.set_title(style.label(collapsing))
         dots = panels["dots"]
         plots.quantile_dots(summary, "ttft_p99_ms", ax=dots, palette=shades)
-        dots.set_title("TTFT p99 by routing policy (log scale)")
+        rejected = int(summary["rejected"].sum())
+        dots.set_title(
+            "TTFT p99 of the finished requests by routing policy (log scale; "
+            + (f"{rejected:,} rejected)" if rejected else "none rejected)")
+        )
         dots.legend(loc="lower right", fontsize=6.5)
         policies = list(dict.fromkeys(normal["routing"]))
         handles = [
@@ -530,7 +537,7 @@ def plot_replica_load(requests: pd.DataFrame, trace: str = "conversation") -> Fi
     >>> req = studies.compare_routing({"t": wl}, ["round_robin"], replicas=2)
     >>> fig = plot_replica_load(req, trace="t")
     >>> len(fig.axes), fig.get_suptitle()  # doctest: +ELLIPSIS
-    (1, 't trace (20 requests), 2 replicas x 3M-token LRU cache...')
+    (1, 't trace (20 requests, none rejected), 2 replicas x 3M-token LRU cache...')
     """
     runs = requests[requests["trace"] == trace]
     policies = list(dict.fromkeys(runs["routing"]))
@@ -544,8 +551,10 @@ def plot_replica_load(requests: pd.DataFrame, trace: str = "conversation") -> Fi
             if j:
                 ax.set_ylabel("")
         cap = int(runs["capacity_tokens"].iloc[0])
+        rejected = int((runs["status"] == "rejected").sum()) if "status" in runs else 0
         fig.suptitle(
-            f"{trace} trace ({len(run):,} requests), {n} replicas x "
+            f"{trace} trace ({len(run):,} requests, "
+            f"{'none' if not rejected else f'{rejected:,} in all'} rejected), {n} replicas x "
             f"{style.tokens_text(cap)}-token LRU cache, {FLEET_CAPTION}",
             fontsize=7.5,
         )
@@ -569,13 +578,34 @@ def plot_teaching(table: pd.DataFrame) -> Figure:
         if exp.knob == "kv_blocks"
         else f"{studies.TEACHING_KV_BLOCKS}-block LRU cache"
     )
-    fig, axes = style.figure((style.DOUBLE[0], 2.2), ncols=2)
+    fig, axes = style.figure((style.DOUBLE[0], 2.4), ncols=2)
     with style.context():
         for ax, what in zip(axes[0], ("hit", "ttft"), strict=True):
             plots.teaching(
                 table, what, ax=ax, axis_label=exp.axis_label, log_x=exp.log_x, cache_label=cache
             )
+        fig.suptitle(teaching_load_caption(exp.knob), fontsize=7.5)
     return fig
+
+
+def teaching_load_caption(knob: str) -> str:
+    """The offered load of a teaching figure, in words (its title).
+
+    Every experiment offers :data:`inferasim.studies.TEACHING_BASE`'s request
+    rate; the prompt-token rate is the base workload's (it grows with the
+    prefix length in that experiment).
+
+    Examples
+    --------
+    >>> teaching_load_caption("prefix_zipf")  # doctest: +ELLIPSIS
+    'one replica (Llama-3.1-8B on H100, roofline cost model), offered load 4 req/s = ... prompt tokens/s'
+    """
+    base = studies.TEACHING_BASE
+    prompt = float(studies.teaching_workload().input_len.mean())
+    tokens = f"{base['rate'] * prompt:,.0f} prompt tokens/s"
+    if knob == "prefix_len":
+        tokens += f" at the {base['prefix_len']:,}-token prefix"
+    return f"one replica ({FLEET_CAPTION}), offered load {base['rate']:g} req/s = {tokens}"
 
 
 # ------------------------------------------------------------------- registry
@@ -792,6 +822,13 @@ def make_figures(
         if verbose:
             files = ", ".join(str(p) for p in written[name])
             print(f"{name}: {files} ({seconds[name][0]:.1f} s)")
+    if set(wanted) == set(specs) and not data.quick:
+        # every figure from the full traces: their headline numbers and the README's tables
+        from inferasim.headline import write_headline
+
+        write_headline(Path(out_dir) / "headline.json", data)
+        if verbose:
+            print(f"headline numbers: {Path(out_dir) / 'headline.json'}")
     if verbose:
         # CPU: this process only (work handed to an executor's workers is not in it).
         print(f"\n{'figure':<22}{'wall s':>8}{'CPU s':>8}")
@@ -835,11 +872,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--jobs",
-        type=int,
+        type=integer(1),
         default=None,
         help="worker processes for the simulations and replays (default: CPU count, at most 4)",
     )
     parser.add_argument("--list", action="store_true", help="list the figures and exit")
+    parser.add_argument(
+        "--headline",
+        default=None,
+        metavar="JSON",
+        help="only compute the headline numbers (no drawing), write them to JSON and rewrite "
+        "the generated tables of the README.md beside it (figures/headline.json: the record "
+        "tests/test_headline.py checks)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -856,6 +901,18 @@ def run(args: argparse.Namespace) -> int:
     if getattr(args, "list", False):
         for spec in FIGURES:
             print(f"{spec.name:<20} {spec.notebook:<26} {spec.description}")
+        return 0
+    if getattr(args, "headline", None):
+        from inferasim.headline import write_headline
+
+        try:
+            data = FigureData(args.traces, quick=args.quick)
+            write_headline(args.headline, data)
+        except (FileNotFoundError, ValueError) as exc:
+            print(f"inferasim figures: error: {exc}")
+            return 2
+        readme = Path(args.headline).parent / "README.md"
+        print(f"wrote {args.headline}" + (f" and the tables of {readme}" if readme.is_file() else ""))
         return 0
     try:
         make_figures(

@@ -270,6 +270,9 @@ def hit_rate(
                 kw["marker"] = style.marker(str(policy))
                 kw["markevery"] = 0.08
                 kw["markersize"] = 3
+            if policy == "lru":
+                # LRU is the reference line: on top, where FIFO (often equal) would hide it
+                kw["zorder"] = 3
             ax.plot(part[xcol], part[ycol], label=text or None, **{**kw, **line_kw})
     ax.set_xscale("log")
     if x == "tokens":
@@ -592,7 +595,7 @@ def sessions(
             linked = req.dropna(subset=["growth_tokens"])
             med = linked.groupby("turn")["growth_tokens"].median()
             ax.plot(med.index, med.to_numpy(), marker="o", label=name, **kw)
-    plain = FuncFormatter(lambda v, _p: f"{v:g}")
+    plain = FuncFormatter(lambda v, _p: f"{v:,g}")  # 1,000 s, not 1000
     if kind == "turns":
         ax.set_xscale("log")
         ax.set_yscale("log")
@@ -783,15 +786,6 @@ def _request_frame(result: Any) -> pd.DataFrame:
     return frame
 
 
-def _duration(ms: float) -> str:
-    """A latency for a legend: ``7.0 ms``, ``7,067 ms``, ``3,970 s``."""
-    if ms >= 10_000:
-        return f"{ms / 1000:,.0f} s"
-    if ms >= 100:
-        return f"{ms:,.0f} ms"
-    return f"{ms:.1f} ms"
-
-
 def latency_cdf(
     results: Any,
     metric: str = "ttft_ms",
@@ -842,30 +836,69 @@ def latency_cdf(
     runs = _named(results, None, by=hue)
     if metric not in _LATENCY_LABELS:
         raise ValueError(f"metric must be one of {list(_LATENCY_LABELS)}, got {metric!r}")
-    drawn = False
+    drawn: list[tuple[int, str | None, np.ndarray, np.ndarray, int]] = []
+    finished_only = False
     for i, (name, result) in enumerate(runs):
         frame = _request_frame(result)
         if metric not in frame.columns:
             raise KeyError(f"no column {metric!r} in the request frame; have {list(frame.columns)}")
+        rejected = 0
+        if "status" in frame.columns:
+            finished_only = True
+            rejected = int((frame["status"] == "rejected").sum())
         x, y = ecdf(frame[metric].dropna().to_numpy(dtype=float))
-        if x.size == 0:
-            continue
+        if x.size:
+            drawn.append((i, name, x, y, rejected))
+    # One unit in the legend: that of the largest quantile shown.
+    qs = [float(np.quantile(x, quantile)) for _, _, x, _, _ in drawn] if quantile is not None else []
+    unit = style.duration_unit(max(qs))[1] if qs else None
+    for k, (i, name, x, y, rejected) in enumerate(drawn):
         text = "" if name is None else (labels(name) if labels is not None else name)
         color = (palette or {}).get(name or "") or style.color(name or "", i)
+        extra = [f"{rejected:,} rejected"] if rejected else []
+        line_label = text or None
         if quantile is not None:
-            q = float(np.quantile(x, quantile))
-            text = f"{text} (p{quantile * 100:g} {_duration(q)})".strip()
-            ax.plot([q], [quantile], "o", color=color, ms=3.5, zorder=4)
-        ax.step(*thin(x, y), where="post", color=color, label=text or None)
-        drawn = True
+            q = qs[k]
+            stat = "; ".join([f"p{quantile * 100:g} {style.duration_text(q, unit)}", *extra])
+            if text:
+                line_label = f"{text} ({stat})"
+                dot_label = None
+            else:  # an unnamed run: the legend names the dot (its p99), not a blank line
+                dot_label = stat
+            ax.plot([q], [quantile], "o", color=color, ms=3.5, zorder=4, label=dot_label)
+        elif extra and text:
+            line_label = f"{text} ({extra[0]})"
+        ax.step(*thin(x, y), where="post", color=color, label=line_label)
     if log and drawn:
         ax.set_xscale("log")
+        low = min(float(x[0]) for _, _, x, _, _ in drawn)
+        high = max(float(x[-1]) for _, _, x, _, _ in drawn)
+        _log_ticks(ax.xaxis, low, high)
     ax.set_xlabel(_LATENCY_LABELS[metric])
-    ax.set_ylabel("fraction of requests")
+    ax.set_ylabel("fraction of finished requests" if finished_only else "fraction of requests")
     ax.set_ylim(0, 1.01)
-    if drawn and (len(runs) > 1 or runs[0][0] is not None or quantile is not None):
+    if drawn and ax.get_legend_handles_labels()[1]:
         ax.legend(loc="lower right")
     return ax
+
+
+def _log_ticks(axis: Any, low: float, high: float) -> None:
+    """Readable ticks on a log axis spanning ``low`` to ``high``: plain numbers, no crowding.
+
+    Under about a decade, ticks at 1, 2 and 5 of each decade (matplotlib would
+    label its minor ticks there, overlapping); up to four decades, one tick a
+    decade as ``10``, ``1,000``; beyond, powers of ten.
+    """
+    if not (low > 0 and high > low):
+        return
+    span = np.log10(high / low)
+    if span > 4:
+        axis.set_minor_formatter(NullFormatter())
+        return
+    subs = (1.0, 2.0, 5.0) if span <= 1.3 else (1.0,)
+    axis.set_major_locator(LogLocator(base=10, subs=subs))
+    axis.set_major_formatter(style.THOUSANDS)
+    axis.set_minor_formatter(NullFormatter())
 
 
 def quantile_dots(
@@ -946,6 +979,7 @@ def replica_load(
     ax: Axes | None = None,
     color: str | None = None,
     replicas: int | None = None,
+    show_rejected: bool = True,
 ) -> Axes:
     """Bar chart of the load each replica received in one simulator run.
 
@@ -964,6 +998,10 @@ def replica_load(
         Fleet size, so idle replicas show as empty slots (default: from the
         result's replica frame, the frame's ``replicas`` column, or the
         highest replica seen).
+    show_rejected : bool, default True
+        With ``metric="requests"``, a hatched bar labelled ``rejected`` after
+        the replicas counts the requests no replica took (rejected before
+        routing), so the bars add up to every request of the run.
 
     Returns
     -------
@@ -975,9 +1013,13 @@ def replica_load(
     >>> ax = replica_load(req, "input_tokens", replicas=3)
     >>> [float(p.get_height()) for p in ax.patches]
     [30.0, 30.0, 0.0]
+    >>> ax = replica_load(req, replicas=3)  # 2 + 0 + 1 routed, 1 rejected
+    >>> [float(p.get_height()) for p in ax.patches], ax.get_xticklabels()[-1].get_text()
+    ([2.0, 1.0, 0.0, 1.0], 'rejected')
     """
     ax = _axes(ax)
     frame = _request_frame(result)
+    rejected = int((frame["replica"] < 0).sum())
     frame = frame[frame["replica"] >= 0]
     column = {"input_tokens": "input_len"}.get(metric, metric)
     if metric == "requests":
@@ -1006,6 +1048,11 @@ def replica_load(
     ax.set_ylabel(_LOAD_LABELS[metric])
     if n <= 12:
         ax.set_xticks(range(n))
+    if rejected and metric == "requests" and show_rejected:
+        # the requests no replica took, beside them: the bars add up to the workload
+        ax.bar([n + 0.5], [rejected], color="white", edgecolor="0.35", hatch="////", width=0.8)
+        ticks = list(range(n)) if n <= 12 else [t for t in ax.get_xticks() if 0 <= t < n]
+        ax.set_xticks([*ticks, n + 0.5], [*(f"{t:g}" for t in ticks), "rejected"])
     return ax
 
 
@@ -1168,7 +1215,7 @@ def teaching(
         ax.set_xscale("log")
         ax.xaxis.set_minor_formatter(NullFormatter())
         ax.xaxis.set_minor_locator(LogLocator(subs=()))
-    ax.set_xticks(x, [f"{v:g}" for v in x])  # ticks at the swept values only
+    ax.set_xticks(x, [f"{v:,g}" for v in x])  # ticks at the swept values only (1,024)
     return ax
 
 

@@ -44,7 +44,11 @@ __all__ = [
     "DPI",
     "LABELS",
     "TOKENS",
+    "THOUSANDS",
     "color",
+    "duration_text",
+    "group_thousands",
+    "thousands_text",
     "context",
     "figure",
     "label",
@@ -230,6 +234,84 @@ def tokens_text(x: float, _pos: Any = None) -> str:
 TOKENS = FuncFormatter(tokens_text)
 
 
+def thousands_text(x: float, _pos: Any = None) -> str:
+    """A tick value with thousands separators: ``12,500``, ``1,000``, ``0.5``.
+
+    Examples
+    --------
+    >>> [thousands_text(v) for v in (12500.0, 1000.0, 0.5, 0.0, -2000.0)]
+    ['12,500', '1,000', '0.5', '0', '-2,000']
+    """
+    if float(x).is_integer():
+        return f"{x:,.0f}"
+    return f"{x:,.6g}" if abs(x) < 1000 else f"{x:,.1f}"
+
+
+def duration_unit(ms: float) -> tuple[float, str]:
+    """The unit (divisor from ms, name) a latency of ``ms`` reads best in: ms below 10 s, s above.
+
+    Examples
+    --------
+    >>> duration_unit(5_780.0), duration_unit(1_193_000.0)
+    ((1.0, 'ms'), (1000.0, 's'))
+    """
+    return (1000.0, "s") if abs(ms) >= 10_000 else (1.0, "ms")
+
+
+def duration_text(ms: float, unit: str | None = None) -> str:
+    """A latency in ``unit`` (``"ms"`` or ``"s"``; default the one :func:`duration_unit` picks).
+
+    Give several latencies shown together (one legend) the same ``unit``:
+    the unit of the largest.
+
+    Examples
+    --------
+    >>> duration_text(7.04), duration_text(5_780.4), duration_text(1_193_123.0)
+    ('7.0 ms', '5,780 ms', '1,193 s')
+    >>> duration_text(2_361.0, unit="s"), duration_text(0.42, unit="s")
+    ('2.4 s', '0.0004 s')
+    """
+    scale, name = (1000.0, "s") if unit == "s" else (1.0, "ms") if unit == "ms" else duration_unit(ms)
+    v = ms / scale
+    if abs(v) >= 100:
+        return f"{v:,.0f} {name}"
+    if abs(v) >= 0.1 or v == 0:
+        return f"{v:.1f} {name}"
+    return f"{v:.2g} {name}"
+
+
+#: Tick formatter with thousands separators (linear count axes, plain log axes).
+THOUSANDS = FuncFormatter(thousands_text)
+
+
+def group_thousands(fig: Any) -> None:
+    """Give every linear axis of ``fig`` still on matplotlib's default formatter thousands separators.
+
+    Axes with their own formatter (percentages, token counts) and axes
+    whose range stays below 1,000 keep theirs; the default
+    (``ScalarFormatter``) would print ``12500`` or switch to an offset. Called by :func:`save_figure` and the widgets before drawing.
+
+    Examples
+    --------
+    >>> fig, axes = figure((3.0, 2.0))
+    >>> _ = axes[0, 0].bar([0, 1], [12_500, 3_000])
+    >>> group_thousands(fig)
+    >>> fig.canvas.draw()
+    >>> [t.get_text() for t in axes[0, 0].get_yticklabels()]
+    ['0', '5,000', '10,000', '15,000']
+    """
+    from matplotlib.ticker import ScalarFormatter
+
+    for ax in fig.axes:
+        for axis, lims in ((ax.xaxis, ax.get_xlim()), (ax.yaxis, ax.get_ylim())):
+            if (
+                axis.get_scale() == "linear"
+                and type(axis.get_major_formatter()) is ScalarFormatter
+                and max(abs(v) for v in lims) >= 1000  # below, no separator to add
+            ):
+                axis.set_major_formatter(THOUSANDS)
+
+
 def use(**overrides: Any) -> None:
     """Switch matplotlib to the paper style for the rest of the session (a notebook's first cell).
 
@@ -364,6 +446,7 @@ def save_figure(
     # context would be matplotlib's default, the figure's 100 dpi). Figures
     # are laid out by constrained layout already: no "tight" bounding box,
     # which would draw every figure twice; the page is the figure's size.
+    group_thousands(fig)
     with context(**{"savefig.bbox": None}):
         for fmt in formats:
             path = out / f"{name}.{fmt}"

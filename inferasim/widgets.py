@@ -34,6 +34,7 @@ import ipywidgets as W
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
+from matplotlib.ticker import PercentFormatter
 
 from inferasim import style
 from inferasim.plots import hit_rate_line as draw_hit_rate_curve
@@ -82,6 +83,7 @@ def _png(fig: Figure, dpi: int = 96, *, relayout: bool = True) -> bytes:
     """
     if relayout:
         fig.set_layout_engine("constrained")
+    style.group_thousands(fig)
     buf = io.BytesIO()
     # Ticks of cleared axes are created at draw time: draw in the paper style.
     with style.paper_style(**{"savefig.bbox": None}):
@@ -279,6 +281,11 @@ class CacheSizing(W.VBox):
                 per_decade=per_decade,
                 block_size=wl.block_size,
             )
+            if policy == "lru":
+                # one pass gives every capacity: the slider's stops too, so the
+                # readout there is exact (the notebook's hit_rate_curve number)
+                stops = [max(int(c // wl.block_size), 1) for c in capacity_options()]
+                grid = np.union1d(grid, stops)
             self._curves[key] = hit_rate_curve(wl, grid, policy)
         return self._curves[key]
 
@@ -371,17 +378,23 @@ class CacheSizing(W.VBox):
                 mew=1.6,
                 color=style.color("cache_aware"),
                 zorder=5,
+                clip_on=False,  # at either end of the slider the ring stays whole
             )
             self.node_line = ax.axvline(NODE_CACHE_TOKENS, color="0.6", ls="--", lw=0.7)
+            # At the top, left of the line: above the curve, which is low at 3M tokens
+            # on every trace (the ceiling line sits below the top margin).
             ax.text(
                 NODE_CACHE_TOKENS / 1.08,
-                0.02,
-                "3M tokens\n(one node's DRAM)",
+                0.985,
+                "3M tokens: one node's DRAM",
                 fontsize=6.5,
                 color="0.4",
                 ha="right",
+                va="top",
+                transform=ax.get_xaxis_transform(),
             )
-            ax.set_xlim(*CAPACITY_RANGE)
+            # a little room beyond the slider's ends, so the ring is never cut
+            ax.set_xlim(CAPACITY_RANGE[0] / 1.25, CAPACITY_RANGE[1] * 1.25)
         self.hit_figure, self.hit_ax = fig, ax
 
     def _on_curve_change(self, _change: Any = None) -> None:
@@ -396,7 +409,7 @@ class CacheSizing(W.VBox):
         ceiling = self.ceiling
         self.ceiling_line.set_ydata([ceiling, ceiling])
         with style.paper_style():
-            self.hit_ax.set_ylim(0, min(1.0, ceiling + 0.1))
+            self.hit_ax.set_ylim(0, min(1.0, ceiling + 0.12))  # room for the note above the ceiling
             self.hit_ax.set_title(f"{self.controls['trace'].value}: token hit ratio of one cache")
             self.hit_ax.legend(loc="lower right")
         self._relayout = True  # titles or limits changed: lay the figure out again
@@ -408,11 +421,13 @@ class CacheSizing(W.VBox):
         ceiling = self.ceiling
         block = self.workload.block_size
         share = hit / ceiling if ceiling else float("nan")
+        on_grid = max(int(cap // block), 1) in set(self.curve()["capacity_blocks"].tolist())
+        how = "reuse analysis" if on_grid else "reuse analysis, interpolated between its capacities"
         self.readout.value = (
             f"one <b>{label(self.controls['policy'].value)}</b> cache of <b>{cap:,.0f}</b> tokens "
             f"({int(cap // block):,} blocks of {block} tokens), replaying the whole "
             f"{self.controls['trace'].value} trace: token hit ratio <b>{hit:.1%}</b> "
-            f"(reuse analysis); an infinite cache: {ceiling:.1%}, so this size gets "
+            f"({how}); an infinite cache: {ceiling:.1%}, so this size gets "
             f"{share:.0%} of the reuse there is"
         )
         self.hit_image.value = _png(self.hit_figure, relayout=self._relayout)
@@ -515,7 +530,9 @@ class CacheSizing(W.VBox):
             if eviction == s["eviction"]
             else f" (the simulator has no {s['eviction']} eviction: used LRU)"
         )
-        self.status.value = f"simulated {len(wl):,} requests in {elapsed:.1f} s{note}"
+        self.status.value = f"simulated {len(wl):,} requests in {elapsed:.1f} s{note}" + _rejected_status(
+            self.result.requests
+        )
         self._draw_sim()
         return self.result
 
@@ -526,7 +543,10 @@ class CacheSizing(W.VBox):
         self.sim_figure = fig
 
     def summary(self) -> pd.DataFrame:
-        """Latency percentiles (ms) and hit ratio of the last simulation.
+        """Latency percentiles (ms) of the last simulation, over its finished requests.
+
+        Rejected requests have no latency: :attr:`status` and the text under
+        the plots say how many there were and why.
 
         Returns
         -------
@@ -544,6 +564,7 @@ class CacheSizing(W.VBox):
         if self.result is None:
             raise RuntimeError("no simulation yet: call simulate() first")
         req = self.result.requests
+        req = req[req["status"] == "finished"]
         cols = ["ttft_ms", "tpot_ms", "e2e_ms"]
         q = req[cols].quantile([0.5, 0.9, 0.99]).T
         q.columns = ["p50", "p90", "p99"]
@@ -560,15 +581,24 @@ class CacheSizing(W.VBox):
                 ax.clear()
             a, b, c = self.sim_axes
             q = self.summary()["p99"]
+            finished = int((req["status"] == "finished").sum())
             for ax, metric in ((a, "ttft_ms"), (b, "tpot_ms")):
                 plots.plot_latency_cdf({routing: req}, metric, ax=ax, quantile=0.99)
                 ax.get_legend().remove()  # one run: the title gives its p99 (the dot)
-                ax.set_title(f"{metric[:4].upper()} p99: {q[metric]:,.0f} ms")
+                ax.set_title(f"{metric[:4].upper()} p99 {style.duration_text(q[metric])}")
             plots.plot_replica_load(self.result, ax=c, color=style.color(routing))
             c.set_title("requests per replica")
+            rejected = int((req["status"] == "rejected").sum())
+            self.sim_figure.suptitle(
+                f"{len(req):,} requests: {finished:,} finished (the latencies), {rejected:,} rejected",
+                fontsize=8,
+                color="black" if not rejected else style.OKABE_ITO["vermillion"],
+            )
         self.sim_png = _png(self.sim_figure)
         self.sim_text = self._sim_text()
-        table = self.summary().map(lambda v: f"{v:,.1f}").rename_axis("latency (ms)")
+        table = self.summary().map(lambda v: f"{v:,.1f}").rename_axis(
+            f"latency (ms) of the {finished:,} finished requests"
+        )
         # Replace the widget's own output area: nothing shown elsewhere changes.
         self.sim_output.outputs = (
             _display_data({"image/png": base64.b64encode(self.sim_png).decode("ascii"),
@@ -587,24 +617,31 @@ class CacheSizing(W.VBox):
         routed = req[req["replica"] >= 0]
         hit = float(routed["cached_tokens"].sum() / max(int(routed["input_len"].sum()), 1))
         cap = s["kv_tokens"]
-        one = float(
-            reuse_curve(wl, [cap // wl.block_size], policy=eviction, full_blocks_only=True)[
-                "token_hit_ratio"
-            ].iloc[0]
+        blocks = [cap // wl.block_size]
+        one = float(reuse_curve(wl, blocks, policy=eviction)["token_hit_ratio"].iloc[0])
+        whole = float(
+            reuse_curve(wl, blocks, policy=eviction, full_blocks_only=True)["token_hit_ratio"].iloc[0]
         )
         scope = (
             f"the first {self.sim_window_ms / 60_000:g} min of {s['trace']}"
             if self.sim_window_ms is not None
             else f"the whole {s['trace']} trace"
         )
+        from inferasim.sim.summary import rejection_note
+
+        rejected = rejection_note(req)
+        over = f" over the {len(routed):,} routed requests" if rejected else ""
         return (
             f"<p>simulated {len(req):,} requests ({scope}, load x{s['load']:g}) on "
             f"<b>{s['replicas']}</b> replicas, {label(s['routing'])} routing, "
             f"{label(eviction)} cache of {cap:,} tokens each: fleet token hit ratio "
-            f"<b>{hit:.1%}</b>. One {label(eviction)} cache of that size over the same "
-            f"requests (reuse analysis): {one:.1%}; the two agree when the cache is large and "
-            f"requests do not overlap (the simulator caches whole blocks only, and its running "
-            f"requests share the cache's memory).</p>"
+            f"<b>{hit:.1%}</b>{over}. "
+            + (f"<b>{rejected[0].upper() + rejected[1:]}</b>. " if rejected else "")
+            + f"One {label(eviction)} cache of that size over the same "
+            f"requests (reuse analysis, as the readout above): {one:.1%}, or {whole:.1%} caching "
+            f"whole blocks only as the simulator does; the simulated fleet comes close to that "
+            f"when the cache is large and requests do not overlap (its running requests share "
+            f"the cache's memory, and {s['replicas']} replicas each see part of the trace).</p>"
         )
 
     def snapshot(self) -> Any:
@@ -628,6 +665,28 @@ class CacheSizing(W.VBox):
         if self.result is None:
             raise RuntimeError("no simulation yet: call simulate() first")
         return Image(data=self.sim_png, format="png")
+
+
+def _rejected_status(requests: pd.DataFrame) -> str:
+    """The status line's note on rejected requests (empty when none was).
+
+    Examples
+    --------
+    >>> req = pd.DataFrame({"status": ["rejected", "finished"],
+    ...                     "reason": ["needs 7 KV blocks for 100 + 8 tokens; a replica holds 5", ""]})
+    >>> _rejected_status(req)
+    ": <b>1 rejected</b> (prompt + output longer than a replica's KV memory of 5 blocks); latencies are of the 1 finished"
+    """
+    from inferasim.sim.summary import reasons_text, rejection_reasons
+
+    reasons = rejection_reasons(requests)
+    if reasons.empty:
+        return ""
+    why = reasons_text(reasons)
+    finished = int((requests["status"] == "finished").sum())
+    return (
+        f": <b>{int(reasons.sum()):,} rejected</b> ({why}); latencies are of the {finished:,} finished"
+    )
 
 
 def _display_data(data: dict[str, str]) -> dict[str, Any]:
@@ -750,6 +809,17 @@ TIER_LINKS: dict[str, dict[str, float]] = {
 }
 #: Tier colours of the stacked view.
 _TIER_COLORS = {"hbm": "#0072B2", "dram": "#009E73", "pool": "#E69F00"}
+
+
+def _tier_label(name: str) -> str:
+    """A tier as every view of the tiered widget names it: ``HBM``, else the tier's own name.
+
+    Examples
+    --------
+    >>> [_tier_label(n) for n in ("hbm", "dram", "pool")]
+    ['HBM', 'dram', 'pool']
+    """
+    return "HBM" if name == "hbm" else name
 
 
 def tier_shares(
@@ -979,7 +1049,7 @@ class TieredCacheSizing(W.VBox):
             ax.stackplot(
                 x,
                 *(frame[k].to_numpy()[1:] for k in ("hbm", "dram", "pool")),
-                labels=["HBM", "DRAM", "pool"],
+                labels=[_tier_label(k) for k in ("hbm", "dram", "pool")],
                 colors=[_TIER_COLORS[k] for k in ("hbm", "dram", "pool")],
                 alpha=0.85,
             )
@@ -988,6 +1058,8 @@ class TieredCacheSizing(W.VBox):
                 ax.axvline(cap["dram"], color="black", lw=1.0, label="chosen DRAM")
             ax.set_xscale("log")
             ax.set_xlim(x[0], x[-1])
+            ax.xaxis.set_major_formatter(style.TOKENS)  # 10k, 1M: as the hit-rate view
+            ax.yaxis.set_major_formatter(PercentFormatter(1.0, decimals=0))
             ax.set_ylim(0, min(1.0, ceiling + 0.1))
             ax.set_xlabel("DRAM per replica (tokens)")
             ax.set_ylabel("token hit ratio")
@@ -1003,7 +1075,7 @@ class TieredCacheSizing(W.VBox):
             f"per replica: HBM KV <b>{cap['hbm']:,.0f}</b> tokens{hbm_note}, "
             f"DRAM <b>{cap['dram']:,.0f}</b> tokens; shared pool <b>{cap['pool']:,.0f}</b> tokens "
             f"({self.model_label}). Reuse analysis, one replica's exclusive LRU hierarchy over "
-            f"the whole trace: HBM <b>{shares['hbm']:.1%}</b> + DRAM <b>{shares['dram']:.1%}</b> + "
+            f"the whole trace: HBM <b>{shares['hbm']:.1%}</b> + dram <b>{shares['dram']:.1%}</b> + "
             f"pool <b>{shares['pool']:.1%}</b> = <b>{total:.1%}</b> of prompt tokens "
             f"(an infinite cache: {ceiling:.1%})"
         )
@@ -1061,7 +1133,13 @@ class TieredCacheSizing(W.VBox):
         self.baseline = Simulator(**common).run(wl, progress=False)
         self.result = Simulator(**common, tiers=self.tiers()).run(wl, progress=False)
         elapsed = time.perf_counter() - start
-        self.status.value = f"simulated {len(wl):,} requests twice in {elapsed:.1f} s"
+        rejected = _rejected_status(self.result.requests)
+        base = _rejected_status(self.baseline.requests)
+        self.status.value = (
+            f"simulated {len(wl):,} requests twice in {elapsed:.1f} s"
+            + (f"; with tiers{rejected}" if rejected else "")
+            + (f"; HBM only{base}" if base else "")
+        )
         self._draw_sim()
         return self.result
 
@@ -1079,7 +1157,7 @@ class TieredCacheSizing(W.VBox):
             raise RuntimeError("no simulation yet: call simulate() first")
         s, b = self.result.summary(), self.baseline.summary()
         hits = self.result.tiers["token_hit_ratio"]
-        parts = [f"HBM {hits['hbm']:.1%}"] + [f"{t.name} {hits[t.name]:.1%}" for t in self.tiers()]
+        parts = [f"{_tier_label(n)} {hits[n]:.1%}" for n in ("hbm", *(t.name for t in self.tiers()))]
         load = s["load_ms_mean"] if self.tiers() else 0.0
         c = self.controls
         scope = (
@@ -1095,7 +1173,19 @@ class TieredCacheSizing(W.VBox):
             f"TTFT p50 <b>{s['ttft_ms_p50']:,.0f}</b> ms (HBM only {b['ttft_ms_p50']:,.0f} ms), "
             f"p99 <b>{s['ttft_ms_p99']:,.0f}</b> ms (HBM only {b['ttft_ms_p99']:,.0f} ms), "
             f"including a mean load time from the tiers of <b>{load:,.1f}</b> ms.</p>"
+            + self._rejections_html()
         )
+
+    def _rejections_html(self) -> str:
+        """A paragraph on each run's rejected requests (empty when none was)."""
+        from inferasim.sim.summary import rejection_note
+
+        notes = [
+            f"{run}: {note}"
+            for run, res in (("with tiers", self.result), ("HBM only", self.baseline))
+            if (note := rejection_note(res.requests)) is not None
+        ]
+        return f"<p><b>{'. '.join(notes)}.</b></p>" if notes else ""
 
     def _draw_sim(self) -> None:
         s, b = self.result.summary(), self.baseline.summary()
@@ -1111,18 +1201,22 @@ class TieredCacheSizing(W.VBox):
                   color=_TIER_COLORS["dram"])
             a.set_xticks(xs, labels)
             a.set_ylabel("TTFT (ms)")
-            a.set_title("TTFT, load time included")
+            a.yaxis.set_major_formatter(style.THOUSANDS)
+            a.set_title("TTFT of finished requests, load time included")
             a.legend(fontsize=7)
             left = 0.0
             hits = self.result.tiers["token_hit_ratio"]
             for name in names:
-                h.barh([0], [hits[name]], left=left, color=_TIER_COLORS.get(name, "0.5"), label=name.upper())
+                h.barh([0], [hits[name]], left=left, color=_TIER_COLORS.get(name, "0.5"),
+                       label=_tier_label(name))
                 left += float(hits[name])
             h.barh([1], [b["token_hit_ratio"]], color=_TIER_COLORS["hbm"])
             h.set_yticks([0, 1], ["with tiers", "HBM only"])
-            h.set_xlim(0, 1)
+            # sized to the data (a hit ratio rarely nears 1): 10% above the longer bar
+            h.set_xlim(0, min(1.0, 1.1 * max(left, float(b["token_hit_ratio"]), 0.01)))
+            h.xaxis.set_major_formatter(PercentFormatter(1.0, decimals=0))
             h.set_xlabel("token hit ratio (simulated fleet)")
-            h.legend(fontsize=7, loc="lower right")
+            h.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))  # off the bars
         self.sim_png = _png(self.sim_figure)
         text = self.sim_text()
         self.sim_output.outputs = (

@@ -110,10 +110,28 @@ ism.plots.arrivals(requests, "tokens", ax=b).set_title("prompt token rate")
 plt.show()
 
 # %%
-per_minute = requests.assign(minute=requests["arrival_ms"] // 60_000).groupby(["trace", "minute"]).size()
+minutes = requests.assign(minute=requests["arrival_ms"] // 60_000).groupby(["trace", "minute"])
+per_minute = pd.DataFrame({"requests": minutes.size(), "tok_s": minutes["input_len"].sum() / 60})
 # leave out each trace's last, partial minute
 full = per_minute.drop(index=per_minute.groupby(level="trace").tail(1).index)
-swing = full.groupby(level="trace").max() / full.groupby(level="trace").min()
+by_trace = full.groupby(level="trace")
+swing = by_trace["requests"].max() / by_trace["requests"].min()
+# how the token rate moves against the request rate: from the first to the last five minutes
+head, tail = by_trace.head(5).groupby(level="trace").mean(), by_trace.tail(5).groupby(level="trace").mean()
+growth = tail / head  # columns: requests, tok_s
+
+
+def token_rate_words(trace: str) -> str:
+    g = growth.loc[trace]
+    lo, hi = head.loc[trace, "tok_s"], tail.loc[trace, "tok_s"]
+    if abs(g["tok_s"] / g["requests"] - 1) < 0.25:  # the two move together (within 25%)
+        return (f"on the {trace} trace it follows the request rate "
+                f"({lo / 1e3:,.0f}k tokens/s in the first five minutes, {hi / 1e3:,.0f}k in the last five)")
+    return (f"on the {trace} trace it does not follow the request rate: it goes from "
+            f"{lo / 1e3:,.0f}k to {hi / 1e3:,.0f}k tokens/s between the first and the last five minutes "
+            f"while the request rate changes by {g['requests'] - 1:+.0%}, so its later prompts are longer")
+
+
 ov = overview.set_index("trace")
 display(
     Markdown(
@@ -122,7 +140,8 @@ display(
         f"{ov.loc['synthetic', 'duration_min']:.0f} minutes at {ov.loc['synthetic', 'rate_rps']:.2f} "
         f"requests/s. Minute-to-minute load varies by a factor of {swing['conversation']:.1f} "
         f"(conversation) and {swing['synthetic']:.1f} (synthetic) between the quietest and "
-        f"busiest minute; the prompt-token rate, which sets the prefill work, follows the request rate."
+        f"busiest minute. The prompt-token rate (right) sets the prefill work: "
+        f"{token_rate_words('conversation')}; {token_rate_words('synthetic')}."
     )
 )
 

@@ -127,14 +127,24 @@ plt.show()
 
 # %%
 req = res.requests
+# the four caches together: one LRU cache of their summed size over the same requests
+summed = ism.reuse.hit_rate_curve(wl, [4 * 3e6], unit="tokens")["token_hit_ratio"].iloc[0]
 display(
     Markdown(
         f"On 4 replicas with {ism.style.label('kv_cost')} routing and a 3M-token cache each, the "
-        f"simulated fleet serves {summary['token_hit_ratio']:.1%} of prompt tokens from cache "
-        f"(the reuse analysis above says {sizing.loc['3M', 'conversation']:.1%} for one cache of that size "
-        f"that sees every request of the whole trace); TTFT is {summary['ttft_ms_p50']:,.0f} ms at the median and "
+        f"simulated fleet serves {summary['token_hit_ratio']:.1%} of prompt tokens from cache. "
+        f"The reuse analysis above gives {sizing.loc['3M', 'conversation']:.1%} for one cache of "
+        f"3M tokens that sees every request of the whole trace; the four replicas hold 12M tokens "
+        f"between them, and one LRU cache of 12M tokens over the simulated requests would serve "
+        f"{summed:.1%}. TTFT is {summary['ttft_ms_p50']:,.0f} ms at the median and "
         f"{summary['ttft_ms_p99']:,.0f} ms at p99, TPOT {summary['tpot_ms_p50']:,.1f} ms at the median. "
-        f"The busiest replica takes {summary['max_replica_share']:.0%} of the {len(req):,} requests."
+        f"The busiest replica takes {summary['max_replica_share']:.0%} of the {len(req):,} requests; "
+        + (
+            "none was rejected, so the latencies cover every request."
+            if not summary["rejected"]
+            else f"{int(summary['rejected']):,} were rejected (they never fit in a replica's KV memory) "
+            f"and the latencies cover the {int(summary['finished']):,} finished ones."
+        )
     )
 )
 

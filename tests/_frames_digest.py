@@ -52,7 +52,8 @@ def digest(res) -> str:
         if "reason" in frame.columns:
             frame = frame.assign(
                 reason=frame["reason"].map(
-                    lambda r: _REASON_NAME.sub(r"> \1_ms ", r) if isinstance(r, str) else r
+                    # no reason: None before issue 24, "" since (the same digest)
+                    lambda r: _REASON_NAME.sub(r"> \1_ms ", r) if isinstance(r, str) and r else None
                 )
             )
         h.update(pd.util.hash_pandas_object(frame.reset_index(), index=False).values.tobytes())

@@ -152,7 +152,12 @@ def require_trace(name: str) -> Path:
     for d in trace_dirs():
         if (d / filename).is_file():
             return d / filename
-    message = f"trace {filename} not found in {[str(d) for d in trace_dirs()]}"
+    from inferasim.workload.traces import TRACES
+
+    message = (
+        f"trace {filename} not found in {', '.join(str(d) for d in trace_dirs())}; download "
+        f"{TRACES[name].url} into one of them (or set INFERASIM_TRACE_DIR to its folder)"
+    )
     if os.environ.get("CI", "").lower() == "true":
         pytest.fail(message + " (CI=true: the traces must be present)")
     pytest.skip(message)

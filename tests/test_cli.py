@@ -99,7 +99,7 @@ def test_corrupt_gzip_is_one_line_exit_1_and_debug_shows_the_traceback(tmp_path)
         (["simulate", "--replicas", "two"], 2),
         (["describe", "synthetic", "--seed", "3"], 2),
         (["nosuchcommand"], 2),
-        (["simulate", "--num-requests", "5", "--replicas", "0", "--no-progress"], 1),
+        (["simulate", "--num-requests", "5", "--replicas", "0", "--no-progress"], 2),
     ],
 )
 def test_every_error_is_one_line_on_stderr(tmp_path, capsys, argv, code):
@@ -110,6 +110,46 @@ def test_every_error_is_one_line_on_stderr(tmp_path, capsys, argv, code):
     assert out == ""
     assert len(err.splitlines()) == 1, err
     assert "error:" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    ("command", "flag", "value"),
+    [
+        ("simulate", "--replicas", "-2"),
+        ("simulate", "--replicas", "2.5"),
+        ("simulate", "--tp", "0"),
+        ("simulate", "--kv-tokens", "-5"),
+        ("simulate", "--max-num-seqs", "0"),
+        ("simulate", "--max-batched-tokens", "0"),
+        ("simulate", "--overlap-weight", "-1"),
+        ("simulate", "--slo-ttft-ms", "-1"),  # was accepted (a negative objective)
+        ("simulate", "--slo-tpot-ms", "inf"),
+        ("simulate", "--routing-seed", "-1"),
+        ("simulate", "--time-scale", "0"),
+        ("describe", "--num-requests", "-1"),
+        ("describe", "--rate", "0"),
+        ("describe", "--rate", "nan"),
+        ("describe", "--burstiness", "-0.5"),
+        ("describe", "--range-ratio", "1"),
+        ("describe", "--input-len", "0"),
+        ("describe", "--prefix-zipf", "-1"),
+        ("figures", "--jobs", "0"),
+    ],
+)
+def test_a_bad_flag_value_is_a_usage_error_naming_the_flag(capsys, command, flag, value):
+    # exit 2 (usage), one line naming the flag as typed, before any work starts
+    assert main([command, flag, value]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and len(err.splitlines()) == 1, err
+    assert err.startswith(f"inferasim {command}: error: argument {flag}: ") and repr(value) in err
+
+
+def test_the_lowest_accepted_flag_values_run(capsys):
+    # the bounds are inclusive where the library's are: 1 replica, 0 prefixes, range ratio 0
+    argv = ["simulate", "--num-requests", "5", "--replicas", "1", "--num-prefixes", "0",
+            "--range-ratio", "0", "--overlap-weight", "0", "--routing-seed", "0", "--no-progress"]
+    assert main(argv) == 0
+    assert "requests" in capsys.readouterr().out
 
 
 def test_help_exits_0(capsys):

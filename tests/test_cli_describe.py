@@ -70,9 +70,10 @@ def test_synthetic_options(capsys):
                        "--num-prefixes", "0", "--output-len", "7")
     assert code == 0
     rows = table(out)
-    # 30 requests every 100 ms: last at 2,900 ms; offered rate 30 / 2.9 s = 10.34
+    # 30 requests every 100 ms: last at 2,900 ms (shown as 2.9 s); offered rate 30 / 2.9 s = 10.34
     assert rows["requests"] == "30"
-    assert rows["duration_ms"] == "2,900"
+    assert rows["duration_ms"] == "2.9"
+    assert next(r for r in out.splitlines() if "duration_ms" in r).endswith("2.9 s")
     assert rows["offered_rate_rps"] == "10.34"
     assert rows["input_mean"] == "100" and rows["output_max"] == "7"
     # no pool: every block is fresh
@@ -83,7 +84,7 @@ def test_synthetic_options(capsys):
 def test_time_scale(capsys):
     args = ["--num-requests", "11", "--arrival", "deterministic", "--rate", "10"]
     _, out, _ = run(capsys, *args, "--time-scale", "0.5")
-    assert table(out)["duration_ms"] == "500"  # 1,000 ms compressed by 0.5
+    assert table(out)["duration_ms"] == "500"  # 1,000 ms compressed by 0.5: "500 ms"
 
 
 def test_mooncake_file(capsys, tmp_path):
@@ -224,13 +225,14 @@ def test_console_script_in_a_subprocess(tmp_path):
 
 
 @pytest.mark.parametrize(("flag", "value", "words"), [
-    ("--rate", "0", "rate must be > 0"),
-    ("--time-scale", "-2", "factor must be a positive"),
-    ("--range-ratio", "1.5", "range_ratio must be in"),
+    ("--rate", "0", "argument --rate: must be a finite number > 0, got '0'"),
+    ("--time-scale", "-2", "argument --time-scale: must be a finite number > 0, got '-2'"),
+    ("--range-ratio", "1.5", "argument --range-ratio: must be a finite number >= 0 and < 1"),
 ])
-def test_bad_synthetic_option_exits_1(capsys, flag, value, words):
+def test_bad_synthetic_option_is_a_usage_error(capsys, flag, value, words):
+    # a bad flag value is a usage error (exit 2) naming the flag, not a failure of the work
     code, out, err = run(capsys, "--num-requests", "5", flag, value)
-    assert code == 1 and out == "" and words in err
+    assert code == 2 and out == "" and words in err
 
 
 # ---------------------------------------------- fixed bugs 6a-6c (see notes)
@@ -254,3 +256,24 @@ def test_directory_source(capsys, tmp_path):
     code, _, err = run(capsys, str(tmp_path))
     assert code == 1 and str(tmp_path) in err and "directory" in err
 
+
+
+def test_describe_names_a_misspelt_column_and_fails(capsys, tmp_path):
+    # issue 24: `output_lne` used to pass with 1 for every output length, exit 0
+    path = tmp_path / "typo.csv"
+    path.write_text("time,isl,output_lne\n0,100,5\n10,200,7\n")
+    code, out, err = run(capsys, str(path))
+    assert code == 1 and out == "" and len(err.splitlines()) == 1
+    assert "typo.csv, line 1" in err and "'output_lne'" in err and "did you mean output_len?" in err
+
+
+def test_describe_warns_in_one_line_and_notes_the_close_match(capsys, tmp_path):
+    path = tmp_path / "ids.csv"
+    path.write_text("time,isl,osl,hash_id\n0,100,5,1\n10,200,7,2\n")
+    code, out, err = run(capsys, str(path))
+    assert code == 0
+    assert err.splitlines() == [
+        f"inferasim: warning: {path}: column 'hash_id' is not an accepted name (did you mean "
+        "hash_ids?); kept as an extra column, not read as hash_ids"
+    ]
+    assert "column 'hash_id' is kept as an extra column, not read (did you mean hash_ids?)" in out

@@ -40,8 +40,10 @@ LAYERS: dict[str, int] = {
     "plots": 6,
     "widgets": 7,
     "figures": 8,
+    "headline": 8,  # the figures' headline numbers and README tables (figures writes them)
     "cli": 9,
     "_cli_workload": 1,  # the command line's workload flags (used by sim.command too)
+    "_cli_types": 0,  # argparse types of the command line's flags (no imports)
     "__main__": 9,
     "": 9,  # the package itself (inferasim/__init__.py): the public facade
 }

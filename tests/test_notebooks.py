@@ -31,7 +31,7 @@ def _need(name: str):
     except ImportError:
         if os.environ.get("CI", "").lower() == "true":
             raise  # a collection error, never a silent skip on CI
-        pytest.skip(f"{name} is not installed", allow_module_level=True)
+        pytest.skip(f"{name} is not installed (pip install -e '.[test]')", allow_module_level=True)
 
 
 jupytext = _need("jupytext")
@@ -103,6 +103,17 @@ def test_notebook_executes(
         if out.get("output_type") == "error"
     ]
     assert not errors
+    # A notebook a user reads shows no warnings of the package (a UserWarning box with
+    # a file path of inferasim): a condition that matters is explained in its prose.
+    warned = [
+        out["text"]
+        for cell in nb.cells
+        if cell.cell_type == "code"
+        for out in cell.get("outputs", [])
+        if out.get("output_type") == "stream" and out.get("name") == "stderr"
+        and re.search(r"Warning\b", out.get("text", ""))
+    ]
+    assert not warned, warned
     # The prose is computed in the notebook: no missing numbers may reach it.
     prose = [
         out["data"]["text/markdown"]

@@ -236,9 +236,44 @@ def test_quantile_dots_put_names_on_the_axis_and_values_on_a_log_axis() -> None:
 def test_replica_load_shows_idle_replicas() -> None:
     req = pd.DataFrame({"replica": [0, 0, 2, -1], "input_len": [1, 2, 3, 4]})
     ax = plots.replica_load(req, replicas=4)
+    # replicas 0-3, then the one request no replica took (replica -1), labelled
+    assert [p.get_height() for p in ax.patches] == [2, 0, 1, 0, 1]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["0", "1", "2", "3", "rejected"]
+    ax = plots.replica_load(req, replicas=4, show_rejected=False)
     assert [p.get_height() for p in ax.patches] == [2, 0, 1, 0]
+    ax = plots.replica_load(req, "input_tokens", replicas=4)  # tokens: rejected ones have none routed
+    assert [p.get_height() for p in ax.patches] == [3, 0, 3, 0]
     with pytest.raises(ValueError, match="metric"):
         plots.replica_load(req, "watts")
+
+
+def test_latency_legend_has_one_unit_and_counts_rejections() -> None:
+    # before: "p99 1,193 s" next to "p99 2,361 ms" in one legend
+    slow = pd.DataFrame({"ttft_ms": np.linspace(1e3, 1.2e6, 100), "status": "finished"})
+    fast = pd.DataFrame({"ttft_ms": [100.0] * 98 + [2361.0, np.nan],
+                         "status": ["finished"] * 99 + ["rejected"]})
+    ax = plots.latency_cdf({"slow": slow, "fast": fast}, labels=str)
+    texts = [t.get_text() for t in ax.get_legend().get_texts()]
+    p_slow = np.quantile(slow["ttft_ms"], 0.99) / 1000
+    p_fast = np.quantile(fast["ttft_ms"].dropna(), 0.99) / 1000
+    assert texts == [f"slow (p99 {p_slow:,.0f} s)", f"fast (p99 {p_fast:.1f} s; 1 rejected)"]
+    assert ax.get_ylabel() == "fraction of finished requests"
+
+
+def test_an_unnamed_run_has_no_blank_legend_entry() -> None:
+    ax = plots.latency_cdf(pd.DataFrame({"ttft_ms": [10.0, 20.0, 40.0]}))
+    texts = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert texts == ["p99 39.6 ms"] and all(t.strip() and not t.startswith("(") for t in texts)
+
+
+def test_a_narrow_log_latency_axis_has_no_crowded_labels() -> None:
+    # TPOT between 6 and 40 ms: matplotlib labelled its minor ticks there, overlapping
+    fig, axes = style.figure()
+    ax = plots.latency_cdf(pd.DataFrame({"tpot_ms": np.linspace(6, 40, 50)}), "tpot_ms", ax=axes[0, 0])
+    fig.canvas.draw()
+    labels = [t for t in ax.get_xticklabels() if t.get_text() and 6 <= t.get_position()[0] <= 40]
+    assert [t.get_text() for t in labels] == ["10", "20"]
+    assert all(not t.get_text() for t in ax.xaxis.get_minorticklabels())
 
 
 def test_local_vs_pooled_bars_keep_one_colour_per_placement() -> None:

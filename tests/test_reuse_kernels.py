@@ -24,7 +24,7 @@ from inferasim.reuse._refs import block_refs
 from inferasim.reuse.curve import replayed_hits
 from inferasim.reuse.replay import replay_hits, replay_hits_many
 
-pytestmark = pytest.mark.skipif(not _kernels.available(), reason="compiled kernels unavailable (numba missing or INFERASIM_NO_NUMBA set)")
+pytestmark = pytest.mark.skipif(not _kernels.available(), reason="compiled kernels unavailable (numba missing: pip install -e . installs it; or INFERASIM_NO_NUMBA set: unset it)")
 
 POLICIES = ("fifo", "lfu", "opt")
 

@@ -101,7 +101,7 @@ def test_compiled_kernels_equal_python_loops_on_traces(trace: Workload, policy: 
     from inferasim.reuse import _kernels
 
     if not _kernels.available():
-        pytest.skip("numba is not installed")
+        pytest.skip("numba is not installed (pip install -e . installs it)")
     refs = block_refs(trace)
     for cap, touch in ((300, "tail_first"), (30_000, "tail_first"), (3_000, "head_first")):
         fast = replay_hits(refs, cap, policy, touch, compiled=True)

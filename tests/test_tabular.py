@@ -89,6 +89,69 @@ def test_missing_output_column_defaults_to_one_with_warning():
     assert wl.input_len.dtype == np.int64 and wl.output_len.dtype == np.int64
 
 
+# ----------------------------------------------------- misspelt column names
+
+
+@pytest.mark.parametrize(("header", "column", "match"), [
+    ("time,isl,output_lne", "output_lne", "output_len"),   # the file
+    ("time,isl,outputlen", "outputlen", "output_len"),
+    ("arival_ms,isl,osl", "arival_ms", "arrival_ms"),
+    ("time,input_lenght,osl", "input_lenght", "input_length"),
+])
+def test_a_misspelt_required_column_is_an_error_not_a_default(header, column, match):
+    # Before: a warning that never named the column, and 1 for every output length.
+    from inferasim.errors import WorkloadError
+
+    with pytest.raises(WorkloadError) as err:
+        read(f"{header}\n0,100,5\n10,200,7\n")
+    text = str(err.value)
+    assert f"{column!r}" in text and f"did you mean {match}?" in text and "line 1" in text
+
+
+def test_a_misspelt_optional_column_is_kept_with_a_warning_and_a_describe_note():
+    with pytest.warns(UserWarning, match=r"column 'hash_id' is not an accepted name \(did you mean hash_ids\?\)"):
+        wl = read("time,isl,osl,hash_id\n0,100,5,1\n10,200,7,2\n")
+    assert not wl.has_hash_ids and wl.frame["hash_id"].tolist() == [1, 2]
+    assert wl.describe().notes == (
+        "column 'hash_id' is kept as an extra column, not read (did you mean hash_ids?)",
+    )
+    assert "did you mean hash_ids?" in repr(wl.describe())
+
+
+def test_a_misspelling_of_a_column_that_is_present_warns_and_keeps_both():
+    # osl gives output_len; "output_lne" beside it is extra data with a suspicious name
+    with pytest.warns(UserWarning, match="did you mean output_len"):
+        wl = read("time,isl,osl,output_lne\n0,100,5,9\n")
+    assert wl.output_len.tolist() == [5] and wl.frame["output_lne"].tolist() == [9]
+
+
+def test_a_missing_column_with_no_lookalike_still_defaults_and_names_the_other_columns():
+    with pytest.warns(UserWarning, match=r"using 1 for every request \(other columns, kept as they are: priority\)"):
+        wl = read("time,isl,priority\n0,100,1\n")
+    assert wl.output_len.tolist() == [1] and wl.describe().notes == ()
+
+
+def test_plain_extra_columns_are_not_taken_for_misspellings():
+    # "session" is an extra column on purpose; "priority", "tenant" resemble nothing
+    wl = read_quiet("time,isl,osl,session,priority,tenant\n0,100,5,a,1,2\n")
+    assert wl.describe().notes == ()
+
+
+def test_a_header_of_misspellings_only_names_each_close_match():
+    from inferasim.errors import WorkloadError
+
+    with pytest.raises(WorkloadError, match=r"did you mean isl for 'isll'\?"):
+        read("tme,isll\n0,100\n")
+
+
+def test_json_records_with_a_misspelt_key_fail_the_same_way():
+    from inferasim.errors import WorkloadError
+
+    text = json.dumps({"timestamp": 0, "input_length": 10, "output_lenght": 3}) + "\n"
+    with pytest.raises(WorkloadError, match=r"'output_lenght'.*did you mean output_length\?"):
+        read(text)
+
+
 # ------------------------------------------------------------- no hash ids
 
 

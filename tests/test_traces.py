@@ -392,3 +392,49 @@ def test_checkout_dir_is_the_repository_root():
     root = Path(__file__).resolve().parents[1]
     assert traces.checkout_dir() == root
     assert root / "traces" in traces.trace_dirs()
+
+
+# ------------------------------------------------- one short message (issue 24)
+
+
+def test_a_failed_download_is_one_line_without_pooch_noise(sandbox, monkeypatch, capfd, caplog):
+    # Before: "Downloading file ..." and two "Failed to download ... Will attempt the
+    # download again" lines from pooch, then ~900 characters over several lines with
+    # a nested exception repr.
+    with http_server(b"") as url:
+        pass  # closed port: connection refused on every attempt
+    fake_trace(monkeypatch, url, sha(TRACE_TEXT))
+    with caplog.at_level("DEBUG"), pytest.raises(TraceNotFoundError) as info:
+        traces.download_trace("conversation", retries=1, progressbar=False)
+    msg = str(info.value)
+    assert "\n" not in msg
+    assert msg.startswith("trace 'conversation' (conversation_trace.jsonl) is not in ")
+    assert str(sandbox / "cache" / "traces") in msg and url in msg and "INFERASIM_TRACE_DIR" in msg
+    assert "(cannot connect to 127.0.0.1)" in msg
+    assert "HTTPConnectionPool" not in msg and ".)." not in msg and ":;" not in msg
+    assert [r for r in caplog.records if r.name == "pooch"] == []
+    assert capfd.readouterr().err == ""
+
+
+def test_a_misspelt_trace_name_gets_the_close_match_everywhere(sandbox):
+    with pytest.raises(KeyError, match=r"unknown trace 'conversaton' \(did you mean 'conversation'\?\)"):
+        traces.find_trace("conversaton")
+    for source in ("conversaton", "Conversation", "conversation_trace.jsonl"):
+        with pytest.raises(FileNotFoundError) as info:
+            Workload.from_mooncake(source)
+        msg = str(info.value)
+        # what was looked for and where, the close match, where to see the downloads
+        assert msg.startswith(f"no workload file {sandbox / 'work' / 'main' / source} and no trace named")
+        assert "(did you mean 'conversation'?)" in msg and "`inferasim traces`" in msg
+    with pytest.raises(FileNotFoundError) as info:
+        Workload.from_csv("nothing_like_a_trace.csv")
+    assert "did you mean" not in str(info.value)
+
+
+def test_the_cli_says_the_same_in_one_line(sandbox, capsys):
+    from inferasim.cli import main
+
+    assert main(["describe", "conversaton"]) == 1
+    out, err = capsys.readouterr()
+    assert out == "" and len(err.splitlines()) == 1
+    assert "no trace named 'conversaton' (did you mean 'conversation'?)" in err

@@ -29,8 +29,11 @@ def test_capacity_slider_moves_the_marker_to_the_curve(workloads):
     w = cache_sizing(workloads, capacity_tokens=1e5)
     wl = workloads["skewed"]
     grid = w.curve()["capacity_blocks"].to_numpy()
-    # About 24 points per decade (fewer where blocks round together).
-    assert 0.5 * CURVE_POINTS_PER_DECADE * 4 < grid.size <= CURVE_POINTS_PER_DECADE * 4 + 2
+    # About 24 points per decade (fewer where blocks round together), plus the
+    # slider's stops (7 a decade), so the readout at a stop is exact.
+    stops = {int(c // wl.block_size) for c in capacity_options()}
+    assert stops <= set(grid.tolist())
+    assert 0.5 * CURVE_POINTS_PER_DECADE * 4 < grid.size <= CURVE_POINTS_PER_DECADE * 4 + 2 + len(stops)
     # Capacities on the widget's own grid are read off the curve without
     # interpolation: compare with the reuse module directly.
     for blocks in grid[[2, 20, 40, 60]]:  # grid[0:2] lie below the slider's 1e4 minimum
@@ -228,10 +231,12 @@ def test_readout_and_simulation_text_name_their_numbers_and_agree():
     res = w.simulate()
     text = w.sim_text
     fleet = float(res.requests["cached_tokens"].sum() / res.requests["input_len"].sum())
-    one = float(reuse.hit_rate_curve(wl, [97], full_blocks_only=True)["token_hit_ratio"].iloc[0])
-    assert fleet == pytest.approx(one, abs=1e-12)  # they agree here, and the texts say so
+    whole = float(reuse.hit_rate_curve(wl, [97], full_blocks_only=True)["token_hit_ratio"].iloc[0])
+    one = float(reuse.hit_rate_curve(wl, [97])["token_hit_ratio"].iloc[0])
+    assert fleet == pytest.approx(whole, abs=1e-12)  # they agree here, and the texts say so
     assert f"fleet token hit ratio <b>{fleet:.1%}</b>" in text
-    assert f"(reuse analysis): {one:.1%}" in text
+    # the readout's measure and the simulator's (whole blocks), each named
+    assert f"(reuse analysis, as the readout above): {one:.1%}, or {whole:.1%} caching whole blocks" in text
     assert "<b>1</b> replicas" in text and "49,664 tokens each" in text  # 97 * 512
     assert f"<b>{w.hit_ratio:.1%}</b>" in readout and f"{fleet:.1%}" in readout
     # A small cache: the simulated replica also keeps running requests in that memory.
@@ -333,3 +338,104 @@ def test_tiered_simulation_splits_hits_by_tier_and_compares_with_hbm_only(worklo
     w.controls["dram"].value = 0.0
     w.controls["pool"].value = 0.0
     assert w.tiers() == [] and "settings changed" in w.status.value
+
+
+# ------------------------------------------------- rejections shown (issue 24)
+
+
+def _never_fit(wl: Workload, kv_tokens: int) -> int:
+    """Requests whose last decode step needs more blocks than a replica holds, counted here.
+
+    A request holds ceil((input_len + output_len - 1) / block_size) blocks at its
+    last step; more than kv_tokens // block_size can never run (derived from the
+    workload alone, not from the simulator's frames).
+    """
+    bs = wl.block_size
+    need = -(-(wl.input_len.astype(np.int64) + wl.output_len - 1) // bs)
+    return int(((need > kv_tokens // bs) | (wl.input_len == 0)).sum())
+
+
+def test_the_widget_says_how_many_requests_were_rejected_at_10k_tokens(conversation_path):
+    # Notebook 02's widget, capacity dragged to 10k tokens, FIFO, round robin, simulate.
+    # Before: "simulated 12,031 requests in 0.8 s", a TTFT p99 over the finished
+    # requests only, bars adding up to 7,154, and no word of the 4,877 rejected.
+    wl = Workload.from_mooncake(conversation_path)
+    w = cache_sizing({"conversation": wl}, capacity_tokens=3e6, replicas=4, routing="kv_cost")
+    w.controls["capacity"].value = 1e4
+    w.controls["policy"].value = "fifo"
+    w.controls["routing"].value = "round_robin"
+    res = w.simulate()
+    kv_tokens = (10_000 // 512) * 512  # 19 whole blocks of 512 tokens: 9,728 tokens
+    rejected = _never_fit(wl, kv_tokens)
+    assert rejected == 4_877  # the issue's count, derived from the workload
+    assert int((res.requests["status"] == "rejected").sum()) == rejected
+    finished = len(wl) - rejected
+    assert f"<b>{rejected:,} rejected</b>" in w.status.value
+    assert "longer than a replica's KV memory of 19 blocks" in w.status.value
+    assert f"latencies are of the {finished:,} finished" in w.status.value
+    assert f"{rejected:,} of {len(wl):,} requests rejected" in w.sim_text
+    assert f"latencies cover the {finished:,} finished requests only" in w.sim_text
+    # the plots: the bars add up to every request, the rejected one labelled
+    load_ax = w.sim_axes[2]
+    heights = [p.get_height() for p in load_ax.patches]
+    assert sum(heights) == len(wl) and heights[-1] == rejected
+    assert load_ax.get_xticklabels()[-1].get_text() == "rejected"
+    assert w.sim_figure.get_suptitle() == (
+        f"{len(wl):,} requests: {finished:,} finished (the latencies), {rejected:,} rejected"
+    )
+    for ax in w.sim_axes[:2]:
+        assert ax.get_ylabel() == "fraction of finished requests"
+    html = w.sim_output.outputs[1]["data"]["text/html"]
+    assert f"latency (ms) of the {finished:,} finished requests" in html
+    # the percentiles are over the finished requests
+    fin = res.requests[res.requests["status"] == "finished"]
+    assert w.summary().loc["ttft_ms", "p99"] == pytest.approx(fin["ttft_ms"].quantile(0.99))
+    # and the run's own summary and card say the same
+    note = f"{rejected:,} of {len(wl):,} requests rejected"
+    assert note in repr(res.summary()) and note in repr(res)
+
+
+def test_a_run_without_rejections_says_none_were(workloads):
+    w = cache_sizing(workloads, capacity_tokens=1e5, replicas=2, routing="round_robin")
+    res = w.simulate()
+    assert (res.requests["status"] == "finished").all()
+    assert "rejected" not in w.status.value and "rejected" not in w.sim_text
+    assert w.sim_figure.get_suptitle().endswith(", 0 rejected")
+    assert [t.get_text() for t in w.sim_axes[2].get_xticklabels()] == ["0", "1"]
+    assert "requests rejected" not in repr(res.summary())
+
+
+def test_tiered_widget_names_its_tiers_one_way_and_sizes_the_hit_axis(workloads):
+    from inferasim.widgets import tiered_cache_sizing
+
+    w = tiered_cache_sizing(workloads, dram_tokens=1e5, pool_tokens=2e5, replicas=2)
+    w.simulate()
+    stack = [t.get_text() for t in w.stack_ax.get_legend().get_texts()]
+    sim = [t.get_text() for t in w.sim_axes[1].get_legend().get_texts()]
+    assert stack[:3] == sim == ["HBM", "dram", "pool"]  # not "DRAM" here and "POOL" there
+    assert "HBM " in w.sim_text() and " dram " in w.sim_text() and " pool " in w.sim_text()
+    longest = max(w.result.summary()["token_hit_ratio"], w.baseline.summary()["token_hit_ratio"])
+    assert w.sim_axes[1].get_xlim()[1] == pytest.approx(min(1.0, 1.1 * longest))
+
+
+def test_the_readout_at_a_slider_stop_is_the_exact_reuse_number(conversation_path):
+    # Notebook 02 gave three numbers for one 3M-token LRU cache over the whole trace:
+    # 13.8% (the readout, interpolated), 14.4% (the simulation text, whole blocks only)
+    # and 13.9% (hit_rate_curve). At a slider stop the readout is now hit_rate_curve's.
+    wl = Workload.from_mooncake(conversation_path)
+    w = cache_sizing({"conversation": wl}, capacity_tokens=3e6)
+    exact = float(reuse.hit_rate_curve(wl, [3e6], unit="tokens")["token_hit_ratio"].iloc[0])
+    assert w.hit_ratio == pytest.approx(exact, abs=1e-12)
+    assert f"<b>{exact:.1%}</b> (reuse analysis)" in w.readout.value
+    w.capacity_tokens = 3.3e6  # off the stops: interpolated, and said so
+    assert "interpolated between its capacities" in w.readout.value
+
+
+def test_the_capacity_ring_is_whole_at_the_ends_of_the_slider(workloads):
+    w = cache_sizing(workloads, capacity_tokens=1e4)
+    low, high = w.hit_ax.get_xlim()
+    assert low < 1e4 and high > 1e8  # room beyond both ends of the slider
+    assert w.marker.get_clip_on() is False
+    note = next(t for t in w.hit_ax.texts if "3M tokens" in t.get_text())
+    # the note sits at the top of the axes, above the ceiling line and the curve
+    assert note.get_position()[1] > 0.9 and note.get_va() == "top"

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from inferasim._cli_types import integer, number
 from inferasim._cli_workload import add_workload_arguments, workload_from_args
 from inferasim.sim.cache import EVICTION_POLICIES
 from inferasim.sim.config import EngineConfig
@@ -34,7 +35,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """
     add_workload_arguments(parser)
     fleet = parser.add_argument_group("fleet")
-    fleet.add_argument("--replicas", type=int, default=4, help="identical serving replicas")
+    fleet.add_argument("--replicas", type=integer(1), default=4, help="identical serving replicas")
     fleet.add_argument(
         "--routing", default="kv_cost", choices=list(ROUTING_POLICIES), help="routing policy"
     )
@@ -52,10 +53,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="GPU",
         help="GPU preset of the roofline cost model: " + ", ".join(GPUS),
     )
-    fleet.add_argument("--tp", type=int, default=1, help="tensor-parallel GPUs per replica")
+    fleet.add_argument("--tp", type=integer(1), default=1, help="tensor-parallel GPUs per replica")
     fleet.add_argument(
         "--kv-tokens",
-        type=int,
+        type=integer(1),
         default=None,
         help="KV-cache capacity per replica in tokens (default: what fits in HBM next to the "
         "weights)",
@@ -64,10 +65,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--eviction", default="lru", choices=list(EVICTION_POLICIES), help="prefix-cache eviction"
     )
     fleet.add_argument(
-        "--max-num-seqs", type=int, default=256, help="most sequences in one batch"
+        "--max-num-seqs", type=integer(1), default=256, help="most sequences in one batch"
     )
     fleet.add_argument(
-        "--max-batched-tokens", type=int, default=8192, help="most tokens in one engine step"
+        "--max-batched-tokens", type=integer(1), default=8192, help="most tokens in one engine step"
     )
     fleet.add_argument(
         "--no-chunked-prefill",
@@ -76,21 +77,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     fleet.add_argument(
         "--overlap-weight",
-        type=float,
+        type=number(0.0, strict=False),
         default=None,
         help="weight of cache overlap in kv_cost routing (default 1.0)",
     )
-    fleet.add_argument("--routing-seed", type=int, default=0, help="seed of random routing")
+    fleet.add_argument("--routing-seed", type=integer(0), default=0, help="seed of random routing")
     out = parser.add_argument_group("output")
     out.add_argument(
         "--slo-ttft-ms",
-        type=float,
+        type=number(0.0),
         default=None,
         help="TTFT objective in ms, for goodput and SLO attainment (default: none)",
     )
     out.add_argument(
         "--slo-tpot-ms",
-        type=float,
+        type=number(0.0),
         default=None,
         help="TPOT objective in ms, for goodput and SLO attainment (default: none)",
     )

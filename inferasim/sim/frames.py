@@ -47,7 +47,7 @@ def request_frame(wl: Workload, run: RunOutput, config: dict[str, Any]) -> pd.Da
         np.fmax.at(max_gap, rid, gap)
     max_gap[out_len <= 1] = np.nan
     status = np.full(n, "finished", dtype=object)
-    reason = np.full(n, None, dtype=object)
+    reason = np.full(n, "", dtype=object)  # finished requests: no reason (an empty cell)
     for i, why in run.reasons.items():
         status[i] = "rejected"
         reason[i] = why

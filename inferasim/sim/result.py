@@ -37,7 +37,7 @@ class SimResult:
         recomputation after preemption included); ``preemptions``;
         ``status`` (``"finished"`` or ``"rejected"``: the request can never
         fit in a replica's KV memory, has no prompt, or was turned away by the
-        admission policy) and ``reason`` (why it was rejected, else missing).
+        admission policy) and ``reason`` (why it was rejected; empty for finished requests).
         Times are ms, NaN when they never came.
 
         A disaggregated run adds ``prefill_replica`` (= ``replica``),
@@ -146,23 +146,23 @@ class SimResult:
         )
         return [(k, format_metric(k, s[k]), metric_unit(k)) for k in keys if k in s.index]
 
+    def _notes(self) -> list[str]:
+        """The card's notes: rejections first (latencies cover finished requests only)."""
+        from inferasim.sim.summary import rejection_note
+
+        rejected = rejection_note(self.requests)
+        frames = "frames: .requests, .replicas, .timeline; all metrics: .summary()"
+        return [frames] if rejected is None else [rejected, frames]
+
     def __repr__(self) -> str:
         from inferasim._format import card_text
 
-        return card_text(
-            self._header(),
-            self._key_numbers(),
-            notes=["frames: .requests, .replicas, .timeline; all metrics: .summary()"],
-        )
+        return card_text(self._header(), self._key_numbers(), notes=self._notes())
 
     def _repr_html_(self) -> str:
         from inferasim._format import card_html
 
-        return card_html(
-            self._header(),
-            self._key_numbers(),
-            notes=["frames: .requests, .replicas, .timeline; all metrics: .summary()"],
-        )
+        return card_html(self._header(), self._key_numbers(), notes=self._notes())
 
     @classmethod
     def _build(cls, wl: Workload, run: RunOutput, config: dict[str, Any]) -> SimResult:

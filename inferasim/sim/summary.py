@@ -7,12 +7,13 @@ tiers, an aggregated fleet, an open loop) is NaN and left out of the display.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-__all__ = ["SUMMARY_METRICS", "summarize"]
+__all__ = ["SUMMARY_METRICS", "summarize", "rejection_reasons", "rejection_note", "reasons_text"]
 
 _STATS = (("mean", None), ("p50", 50), ("p90", 90), ("p99", 99))
 
@@ -76,6 +77,9 @@ def summarize(result: Any, slo_ttft_ms: float | None, slo_tpot_ms: float | None)
     out["evictions"] = int(reps["evictions"].sum())
     out["max_replica_share"] = float(reps["share"].max()) if len(reps) else 0.0
     notes = [_goodput(out, req, fin, slo_ttft_ms, slo_tpot_ms)]
+    rejected = rejection_note(req)
+    if rejected is not None:
+        notes.insert(0, rejected)
     out["saturated"] = float(_saturated(fin))
     if "arrival_shift_ms" in req.columns:  # closed loop: whole sessions
         out.update(_sessions(req))
@@ -87,6 +91,93 @@ def summarize(result: Any, slo_ttft_ms: float | None, slo_tpot_ms: float | None)
         values, dtype=np.float64, name="summary", title=result._header(), notes=notes,
         inapplicable=inapplicable,
     )
+
+
+_TOO_LONG = re.compile(r"needs \d+ KV blocks for \d+ \+ \d+ tokens; a replica holds (\d+)")
+
+
+def _reason_kind(reason: object) -> str:
+    """The kind of a rejection reason, without the request's own numbers."""
+    text = str(reason)
+    m = _TOO_LONG.fullmatch(text)
+    if m:
+        return f"prompt + output longer than a replica's KV memory of {int(m.group(1)):,} blocks"
+    if text == "input_len is 0":
+        return "empty prompt"
+    return text
+
+
+def rejection_reasons(requests: pd.DataFrame) -> pd.Series:
+    """Rejected requests counted by kind of reason, most frequent first.
+
+    A reason that carries the request's own sizes (``needs 35 KV blocks for
+    17636 + 9 tokens; a replica holds 19``) is counted under its kind (more
+    KV blocks than a replica holds); other reasons as they are.
+
+    Parameters
+    ----------
+    requests : DataFrame
+        :attr:`SimResult.requests` (``status`` and ``reason``).
+
+    Returns
+    -------
+    pandas.Series
+        ``int64`` counts indexed by reason; empty when nothing was rejected.
+
+    Examples
+    --------
+    >>> req = pd.DataFrame({"status": ["rejected", "rejected", "finished", "rejected"],
+    ...                     "reason": ["needs 7 KV blocks for 100 + 8 tokens; a replica holds 5",
+    ...                                "needs 9 KV blocks for 130 + 8 tokens; a replica holds 5",
+    ...                                None, "input_len is 0"]})
+    >>> rejection_reasons(req).to_dict()
+    {"prompt + output longer than a replica's KV memory of 5 blocks": 2, 'empty prompt': 1}
+    """
+    rejected = requests.loc[requests["status"] == "rejected", "reason"]
+    counts = rejected.map(_reason_kind).value_counts(sort=True)
+    return counts.astype(np.int64).rename("rejected").rename_axis("reason")
+
+
+def rejection_note(requests: pd.DataFrame) -> str | None:
+    """One sentence on how many requests were rejected and why, or None when none was.
+
+    Every latency figure of a run covers its finished requests only: this is
+    the sentence that says how many are missing from them.
+
+    Examples
+    --------
+    >>> req = pd.DataFrame({"status": ["rejected", "finished", "finished"],
+    ...                     "reason": ["needs 7 KV blocks for 100 + 8 tokens; a replica holds 5",
+    ...                                None, None]})
+    >>> rejection_note(req)
+    "1 of 3 requests rejected (prompt + output longer than a replica's KV memory of 5 blocks); latencies cover the 2 finished requests only"
+    >>> rejection_note(req.iloc[1:]) is None
+    True
+    """
+    reasons = rejection_reasons(requests)
+    if reasons.empty:
+        return None
+    n = int(reasons.sum())
+    finished = int((requests["status"] == "finished").sum())
+    return (
+        f"{n:,} of {len(requests):,} requests rejected ({reasons_text(reasons)}); latencies "
+        f"cover the {finished:,} finished requests only"
+    )
+
+
+def reasons_text(reasons: pd.Series) -> str:
+    """:func:`rejection_reasons` in words: the reason alone, or each with its count.
+
+    Examples
+    --------
+    >>> reasons_text(pd.Series({"empty prompt": 3}))
+    'empty prompt'
+    >>> reasons_text(pd.Series({"empty prompt": 3, "rejected by admission": 1}))
+    '3 empty prompt; 1 rejected by admission'
+    """
+    if len(reasons) == 1:
+        return str(reasons.index[0])
+    return "; ".join(f"{int(k):,} {r}" for r, k in reasons.items())
 
 
 def _volume(req: pd.DataFrame, fin: pd.DataFrame, bs: int) -> dict[str, Any]:

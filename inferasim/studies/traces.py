@@ -49,7 +49,11 @@ def _trace_path(name: str, traces_dir: str | os.PathLike[str] | None) -> Path | 
         if path.is_file():
             return path
         if name in REQUIRED_TRACES:
-            raise FileNotFoundError(f"trace {name!r} not found: {path} does not exist")
+            info = TRACES[name]
+            raise FileNotFoundError(
+                f"trace {name!r} ({info.filename}) is not in {Path(traces_dir)}; download "
+                f"{info.url} into it"
+            )
         return None
     try:
         # Required traces may be downloaded; the tool-and-agent one is used

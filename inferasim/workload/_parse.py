@@ -76,7 +76,9 @@ def read_bytes(path_or_buffer: str | PathLike[str] | IO[Any]) -> tuple[bytes, st
             with open(name, "rb") as fh:
                 data = fh.read()
         except FileNotFoundError:
-            raise FileNotFoundError(f"no such workload file: {name}") from None
+            from inferasim.workload.traces import missing_source_message
+
+            raise FileNotFoundError(missing_source_message(name)) from None
         except IsADirectoryError:
             raise WorkloadError(
                 "is a directory, not a workload file (give the path of a .jsonl, .json or .csv file)",

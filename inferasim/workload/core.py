@@ -490,9 +490,27 @@ class Workload:
         return [flat[a:b] for a, b in zip(bounds[:-1], bounds[1:], strict=False)]
 
     def _display_frame(self, max_rows: int = 10) -> pd.DataFrame:
+        """The rows a person sees (first and last), hash ids as a short list column.
+
+        A ``line`` column that only repeats the index (one request per line,
+        in file order: line = request_id + a constant) is left out of the view; the
+        frame keeps it.
+
+        Examples
+        --------
+        >>> import io
+        >>> wl = Workload.from_csv(io.StringIO("time,isl,osl\\n0,10,1\\n5,20,2\\n"))
+        >>> wl.frame["line"].tolist(), list(wl._display_frame().columns)
+        ([2, 3], ['arrival_ms', 'input_len', 'output_len'])
+        """
         n = len(self)
         rows = np.arange(n) if n <= max_rows else np.r_[0 : max_rows // 2, n - max_rows // 2 : n]
         shown = self._frame.iloc[rows].copy()
+        if "line" in self._frame.columns:
+            line = self._frame["line"].to_numpy()
+            # CSV counts the header as line 1; JSON lines start at 1: either way an offset
+            if np.array_equal(line - line[0], np.arange(n)) if n else True:
+                shown = shown.drop(columns="line")
         if self._has_hash_ids:
             ids = []
             for i in rows:
@@ -515,7 +533,7 @@ class Workload:
         duration = float(arr[-1] - arr[0]) if n else 0.0
         rate = n * 1000.0 / duration if duration > 0 else float("nan")
         rows = [
-            ("duration", format_metric("duration_ms", duration), "ms"),
+            ("duration", format_metric("duration_ms", duration), ""),  # carries its unit: "59 min"
             ("offered rate", format_metric("offered_rate_rps", rate), "req/s"),
             ("input mean / max", _pair(inp), "tokens"),
             ("output mean / max", _pair(out), "tokens"),
@@ -623,8 +641,28 @@ class Workload:
         from inferasim._format import Summary
 
         return Summary(
-            stats, name=self._source or "workload", dtype=np.float64, title=self._header()
+            stats, name=self._source or "workload", dtype=np.float64, title=self._header(),
+            notes=self._column_notes(),
         )
+
+    def _column_notes(self) -> list[str]:
+        """Notes on extra columns named like an accepted column (likely misspellings).
+
+        Examples
+        --------
+        >>> import io
+        >>> import warnings
+        >>> with warnings.catch_warnings():
+        ...     warnings.simplefilter("ignore")
+        ...     wl = Workload.from_csv(io.StringIO("time,isl,osl,hash_id\\n0,10,2,1\\n"))
+        >>> wl._column_notes()
+        ["column 'hash_id' is kept as an extra column, not read (did you mean hash_ids?)"]
+        """
+        extra = [c for c in self._frame.columns if c not in _CORE_COLUMNS]
+        return [
+            f"column {c!r} is kept as an extra column, not read (did you mean {m}?)"
+            for c, m in tabular.misspelt_columns(extra).items()
+        ]
 
     # ------------------------------------------------------------ selections
     def _take(self, rows: np.ndarray, frame: pd.DataFrame | None = None) -> Workload:

@@ -85,7 +85,7 @@ def load_workload(source: str | Path | None = None, **synthetic: Any) -> Workloa
         return Workload.from_synthetic(**{**DEFAULT_SYNTHETIC, **synthetic})
     if synthetic:
         raise ValueError("synthetic options apply only when no source is given")
-    from inferasim.workload.traces import TRACES, is_trace_name
+    from inferasim.workload.traces import is_trace_name, missing_source_message
 
     path = Path(source)
     if is_trace_name(str(source)):
@@ -93,9 +93,7 @@ def load_workload(source: str | Path | None = None, **synthetic: Any) -> Workloa
     if path.is_dir():
         raise WorkloadError("is a directory, not a workload file", source=str(path))
     if not path.exists():
-        raise FileNotFoundError(
-            f"no such workload file or trace name: {source!r} (trace names: {sorted(TRACES)})"
-        )
+        raise FileNotFoundError(missing_source_message(source))
     suffixes = [s.lower() for s in path.suffixes]
     if ".csv" in suffixes:
         return Workload.from_csv(path)

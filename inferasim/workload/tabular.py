@@ -18,11 +18,21 @@ Session columns (optional): ``session_id`` (aliases
 A column absent from the whole file takes a default (arrival 0, lengths 1)
 with a warning; a value missing in one row is an error naming its line.
 Other columns are kept as they are (numeric when every value is).
+
+A column whose name is close to an accepted one (:func:`closest_alias`:
+``output_lne``, ``hash_id``) is a misspelling until shown otherwise. When
+the field it resembles is a required one missing from the file, reading
+fails with "did you mean output_len?" instead of silently using the default
+for every request (a file that has no output lengths at all still reads,
+with the default and a warning). Otherwise the column is kept as an extra
+column with a warning naming the close match, and
+:meth:`Workload.describe <inferasim.Workload.describe>` repeats it as a note.
 """
 
 from __future__ import annotations
 
 import csv
+import difflib
 import io
 import re
 import warnings
@@ -44,7 +54,7 @@ from inferasim.workload._parse import (
 )
 from inferasim.workload._sessions import canonical_session_key, session_columns
 
-__all__ = ["read_table", "write_table", "ALIASES"]
+__all__ = ["read_table", "write_table", "ALIASES", "closest_alias"]
 
 ALIASES: dict[str, tuple[str, ...]] = {
     "arrival_ms": ("arrival", "arrival_ms", "time", "step", "timestamp"),
@@ -60,6 +70,54 @@ _ALIAS = {alias: canon for canon, aliases in ALIASES.items() for alias in aliase
 _NUMBER = re.compile(
     r"[+-]?(?:(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:e[+-]?[0-9]+)?|nan|inf|infinity)", re.ASCII | re.IGNORECASE
 )
+
+
+#: How alike (``difflib`` ratio) a column name must be to an accepted name to be
+#: read as its misspelling.
+CLOSE_MATCH_RATIO = 0.8
+#: Names never taken for misspellings: ``session`` is a plain extra column on
+#: purpose (see :mod:`inferasim.workload._sessions`).
+_NOT_MISSPELT = {"session", *_RESERVED}
+
+
+def _accepted_names() -> dict[str, str]:
+    """Every accepted column name -> the field it gives."""
+    from inferasim.workload._sessions import SESSION_ALIASES
+
+    return {a: canon for canon, names in {**ALIASES, **SESSION_ALIASES}.items() for a in names}
+
+
+def closest_alias(name: object) -> str | None:
+    """The accepted column name ``name`` looks like a misspelling of, or None.
+
+    Accepted names (:data:`ALIASES` and the session aliases) themselves,
+    ``session``, reserved names and names not alike to any (``difflib`` ratio
+    below :data:`CLOSE_MATCH_RATIO`) give None.
+
+    Examples
+    --------
+    >>> closest_alias("output_lne"), closest_alias("Hash_Id"), closest_alias("arival_ms")
+    ('output_len', 'hash_ids', 'arrival_ms')
+    >>> closest_alias("output_len"), closest_alias("priority"), closest_alias("session")
+    (None, None, None)
+    """
+    key = str(name).strip().lower()
+    accepted = _accepted_names()
+    if key in accepted or key in _NOT_MISSPELT or key.startswith("user_"):
+        return None
+    match = difflib.get_close_matches(key, list(accepted), n=1, cutoff=CLOSE_MATCH_RATIO)
+    return match[0] if match else None
+
+
+def misspelt_columns(names: list[str]) -> dict[str, str]:
+    """Column name -> the accepted name it resembles, for the columns :func:`closest_alias` flags.
+
+    Examples
+    --------
+    >>> misspelt_columns(["time", "isl", "output_lne", "priority"])
+    {'output_lne': 'output_len'}
+    """
+    return {str(n).strip(): m for n in names if (m := closest_alias(n)) is not None}
 
 
 def _canonical(names: list[str], source: str) -> dict[str, str]:
@@ -79,8 +137,10 @@ def _canonical(names: list[str], source: str) -> dict[str, str]:
             found[canon] = lower[alias]
     if not found:
         known = ", ".join(a for aliases in ALIASES.values() for a in aliases)
+        close = "".join(f"; did you mean {m} for {c!r}?" for c, m in misspelt_columns(names).items())
         raise WorkloadError(
-            f"header {excerpt(list(names), 80)} matches no known column (known: {known})", source=source, line=1
+            f"header {excerpt(list(names), 80)} matches no known column (known: {known}){close}",
+            source=source, line=1,
         )
     return found
 
@@ -197,13 +257,34 @@ def read_table(
         unit = "line"
         columns, names, lines = _read_csv(data, source)
     mapping = _canonical(names, source)
+    misspelt = misspelt_columns(names)
+    accepted = _accepted_names()
+    for column, match in misspelt.items():
+        canon = accepted[match]
+        if canon in _DEFAULTS and canon not in mapping:
+            # A required field missing and a column named almost like it: the
+            # default (every output 1 token) would silently misread the file.
+            raise WorkloadError(
+                f"column {column!r} is not an accepted name (did you mean {match}?) and there is "
+                f"no {canon} column; rename it to one of {', '.join(ALIASES[canon])}",
+                source=source, line=1 if unit == "line" else None,
+            )
+    for column, match in misspelt.items():
+        warnings.warn(
+            f"{source}: column {column!r} is not an accepted name (did you mean {match}?); "
+            f"kept as an extra column, not read as {accepted[match]}",
+            UserWarning,
+            stacklevel=3,
+        )
     n = len(lines)
     out: dict[str, Any] = {}
     for canon in ("arrival_ms", "input_len", "output_len"):
         if canon not in mapping:
+            others = [str(x).strip() for x in names if str(x).strip().lower() not in accepted]
             warnings.warn(
                 f"{source}: no {canon} column (accepted: {', '.join(ALIASES[canon])}); "
-                f"using {_DEFAULTS[canon]} for every request",
+                f"using {_DEFAULTS[canon]} for every request"
+                + (f" (other columns, kept as they are: {', '.join(others)})" if others else ""),
                 UserWarning,
                 stacklevel=3,
             )

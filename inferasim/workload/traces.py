@@ -50,6 +50,8 @@ __all__ = [
     "cache_dir",
     "sha256_of",
     "checkout_dir",
+    "closest_trace",
+    "missing_source_message",
 ]
 
 UPSTREAM = "https://raw.githubusercontent.com/kvcache-ai/Mooncake/main/FAST25-release/"
@@ -215,7 +217,47 @@ def _info(name: str) -> TraceInfo:
     try:
         return TRACES[name]
     except KeyError:
-        raise KeyError(f"unknown trace {name!r}; known: {sorted(TRACES)}") from None
+        close = closest_trace(name)
+        hint = f" (did you mean {close!r}?)" if close else ""
+        raise KeyError(f"unknown trace {name!r}{hint}; known: {sorted(TRACES)}") from None
+
+
+def closest_trace(name: object) -> str | None:
+    """The known trace ``name`` most likely means: a misspelt name or a trace's file name.
+
+    Examples
+    --------
+    >>> closest_trace("conversaton"), closest_trace("conversation_trace.jsonl"), closest_trace("x.csv")
+    ('conversation', 'conversation', None)
+    """
+    import difflib
+
+    text = Path(str(name)).name
+    for info in _KNOWN:
+        if text == info.filename:
+            return info.name
+    match = difflib.get_close_matches(text.lower(), list(TRACES), n=1, cutoff=0.7)
+    return match[0] if match else None
+
+
+def missing_source_message(source: object) -> str:
+    """One line for a workload source that is neither a file on disk nor a trace name.
+
+    It says what was looked for and where (the file's full path), the trace
+    it most likely means, and where to see the traces and their downloads.
+
+    Examples
+    --------
+    >>> print(missing_source_message("conversaton"))  # doctest: +ELLIPSIS
+    no workload file .../conversaton and no trace named 'conversaton' (did you mean 'conversation'?); traces: ...
+    """
+    close = closest_trace(source)
+    hint = f" (did you mean {close!r}?)" if close else ""
+    names = ", ".join(info.name for info in _KNOWN)
+    return (
+        f"no workload file {Path(str(source)).absolute()} and no trace named {str(source)!r}{hint}; "
+        f"traces: {names} (`inferasim traces` lists where each is looked for and downloaded from)"
+    )
 
 
 def sha256_of(path: Path) -> str:
@@ -445,12 +487,46 @@ def list_traces() -> pd.DataFrame:
 
 
 def _not_found_message(info: TraceInfo, reason: str) -> str:
-    places = "\n  ".join(str(d) for d in trace_dirs())
+    """One line: the trace, the folders searched, why it was not downloaded, what to do.
+
+    Examples
+    --------
+    >>> msg = _not_found_message(TRACES["synthetic"], "download=False")
+    >>> msg.startswith("trace 'synthetic' (synthetic_trace.jsonl) is not in ") and len(msg.splitlines()) == 1
+    True
+    """
+    places = ", ".join(str(d) for d in trace_dirs())
     return (
-        f"trace {info.name!r} ({info.filename}) is not on this machine and could not be "
-        f"downloaded ({reason}).\nDownload it from {info.url}\nand put it in one of:\n  {places}\n"
-        "or point $INFERASIM_TRACE_DIR at the folder that holds it."
+        f"trace {info.name!r} ({info.filename}) is not in {places} and was not downloaded "
+        f"({reason}); download {info.url} into one of those folders, or set "
+        f"$INFERASIM_TRACE_DIR to the folder that holds it"
     )
+
+
+def _download_failure(exc: BaseException) -> str:
+    """Why a download failed, in a few words (no nested exception reprs).
+
+    Examples
+    --------
+    >>> _download_failure(OSError(2, "No such file or directory"))
+    'No such file or directory'
+    """
+    import requests
+
+    text = str(exc)
+    if isinstance(exc, requests.exceptions.HTTPError) and exc.response is not None:
+        return f"HTTP {exc.response.status_code} {exc.response.reason}".strip()
+    if isinstance(exc, requests.exceptions.Timeout):
+        return "the server did not answer in time"
+    if isinstance(exc, requests.exceptions.ConnectionError):
+        url = getattr(exc.request, "url", None) or ""
+        host = urllib.parse.urlparse(url).hostname or "the server"
+        if "resolve" in text.lower() or "name or service" in text.lower():
+            return f"no network: cannot resolve {host}"
+        return f"cannot connect to {host}"
+    if isinstance(exc, OSError) and exc.strerror:
+        return exc.strerror
+    return text.splitlines()[0][:120] if text else type(exc).__name__
 
 
 # ------------------------------------------------------------------ downloading
@@ -599,6 +675,11 @@ def download_trace(
         grace_s=min(grace, timeout / 2),
         progressbar=progressbar,
     )
+    # pooch logs each attempt ("Downloading ...", "Failed to download ... Will
+    # attempt again"); the progress bar and the one error below say it all.
+    logger = pooch.get_logger()
+    level = logger.level
+    logger.setLevel("ERROR")
     try:
         got = Path(fetcher.fetch(info.filename, downloader=downloader))
     except _TooSlow as exc:
@@ -606,11 +687,13 @@ def download_trace(
             _not_found_message(info, reason=f"download from {source} too slow: {exc}")
         ) from None
     except (requests.exceptions.RequestException, OSError) as exc:
-        raise TraceNotFoundError(_not_found_message(info, reason=str(exc))) from exc
+        raise TraceNotFoundError(_not_found_message(info, reason=_download_failure(exc))) from None
     except ValueError as exc:  # pooch: hash mismatch (file already deleted)
         raise ValueError(
             f"sha256 mismatch for {info.filename} from {source}: {exc}"
         ) from None
+    finally:
+        logger.setLevel(level)
     if info.sha256 is None:
         digest = sha256_of(got)
         warnings.warn(
