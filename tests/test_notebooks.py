@@ -79,6 +79,11 @@ def test_notebook_executes(path: Path, run_notebook) -> None:
     assert prose, "every notebook explains its findings in computed prose"
     for text in prose:
         assert not re.search(r"\bnan\b|\binf\b", text, flags=re.IGNORECASE), text
+    # A dollar is written "\$": two bare "$" in a paragraph typeset as TeX in JupyterLab
+    # (tests/test_browser.py shows notebook 06 there); the notebooks hold no math.
+    markdown = prose + [cell.source for cell in nb.cells if cell.cell_type == "markdown"]
+    for text in markdown:
+        assert not re.search(r"(?<!\\)\$", text), text
     # Every code cell ran (no cell was skipped by an early kernel death).
     assert all(
         cell.get("execution_count")
