@@ -42,7 +42,6 @@ version = release = inferasim.__version__
 extensions = [
     "sphinx.ext.autodoc",
     "sphinx.ext.autosummary",
-    "sphinx.ext.intersphinx",
     "numpydoc",
     "myst_nb",
 ]
@@ -59,7 +58,6 @@ autodoc_typehints = "none"  # numpydoc's Parameters sections carry the types
 numpydoc_show_class_members = False  # class pages list their members themselves (template)
 numpydoc_class_members_toctree = False
 numpydoc_xref_param_type = False
-intersphinx_mapping = {}  # offline build: no inventories fetched
 
 # -- notebooks ----------------------------------------------------------------------------
 # The pages render notebooks executed before Sphinx reads them (_notebook_pages below):

@@ -194,7 +194,6 @@ def test_the_navigation_reaches_a_notebook_with_its_figures(server, page, shots)
                                         ).first.click()
     page.wait_for_url(re.compile(r"/notebooks/02_cache_sizing\.html(#.*)?$"))
     page.wait_for_load_state("load")
-    page.screenshot(path=str(shots / "docs_notebook_02.png"))
     assert page.locator("h1").first.inner_text().startswith("2. Sizing a prefix KV cache")
     # Code cells with their source, and the outputs of one execution (figures, prose).
     code = page.locator("div.cell div.cell_input").all_inner_texts()
@@ -202,6 +201,8 @@ def test_the_navigation_reaches_a_notebook_with_its_figures(server, page, shots)
     images = page.locator("div.cell_output img").evaluate_all(LOADED_IMAGES_JS)
     assert len(images) >= 2, images
     assert all(i["ok"] for i in images), images
+    page.locator("div.cell_output img").first.scroll_into_view_if_needed()
+    page.screenshot(path=str(shots / "docs_notebook_02.png"))
 
 
 @pytest.mark.slow
