@@ -162,12 +162,13 @@ def smallest(x, gb):
 
 
 def describe_fleet(row):
+    # f"\\$": a literal dollar in Markdown (two bare "$" in a paragraph typeset as math)
     if row is None:
         return f"none of the grid (up to {max(REPLICAS)} replicas)"
     return (
         f"**{int(row['replicas'])} replicas** (p99 TTFT {row['ttft_ms_p99'] / 1000:.2f} s, "
         f"{row['token_hit_ratio']:.1%} of prompt tokens from cache, "
-        f"${row['usd_per_million_tokens']:.3f} per million tokens)"
+        f"\\${row['usd_per_million_tokens']:.3f} per million tokens)"
     )
 
 
@@ -184,7 +185,7 @@ tpot_miss = int((missed["tpot_ms_p99"] > SLO_TPOT_MS).sum())
 display(
     Markdown(
         f"Under p99 TTFT <= {SLO_TTFT_MS / 1000:g} s and p99 TPOT <= {SLO_TPOT_MS:g} ms (GPU price "
-        f"${USD_PER_GPU_HOUR:.2f}/hour), the smallest fleet of the grid is\n\n" + "\n".join(lines) + "\n\n"
+        f"\\${USD_PER_GPU_HOUR:.2f}/hour), the smallest fleet of the grid is\n\n" + "\n".join(lines) + "\n\n"
         f"A DRAM tier raises the share of prompt tokens served from cache at 1x from "
         f"{hit[LOADS[0], no_dram]:.1%} to {hit[LOADS[0], most_dram]:.1%} (mean over the fleet sizes): "
         f"blocks evicted from HBM come back over the link instead of being recomputed.\n\n"
@@ -230,7 +231,7 @@ display(
         f"{most_dram} GB of DRAM each. The DRAM-less fleet keeps the objective up to "
         f"**{headroom.load:.2f}x** the recorded load ({headroom.rate_rps:.2f} requests/s, within 5% by "
         f"bisection over {len(headroom.probes)} simulations), where a million tokens cost "
-        f"${headroom.usd_per_million_tokens:.3f}: the more load a fleet carries within its "
+        f"\\${headroom.usd_per_million_tokens:.3f}: the more load a fleet carries within its "
         f"objective, the cheaper each token."
     )
 )

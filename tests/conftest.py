@@ -13,11 +13,14 @@ set their own ``max_examples`` scale it with :func:`examples`.
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, NamedTuple
 
 import matplotlib
 import numpy as np
@@ -171,3 +174,80 @@ def conversation_path() -> Path:
 @pytest.fixture(scope="session")
 def synthetic_trace_path() -> Path:
     return require_trace("synthetic")
+
+
+# -- the companion notebooks, executed once per test session --------------------------------
+
+NOTEBOOK_DIR = REPO / "notebooks"
+NOTEBOOK_KERNEL = "inferasim-test-python"
+
+
+class ExecutedNotebook(NamedTuple):
+    """One companion notebook after nbclient ran it (``nb`` holds the outputs)."""
+
+    nb: Any
+    seconds: float
+    ipynb: Path  # the executed notebook, written for the docs build and the browser test
+
+
+@pytest.fixture(scope="session")
+def run_notebook(
+    tmp_path_factory: pytest.TempPathFactory, conversation_path: Path, synthetic_trace_path: Path
+) -> Callable[[Path], ExecutedNotebook]:
+    """``run_notebook(path)`` executes ``notebooks/NN_*.py`` once per session and keeps it.
+
+    The notebook tests check the outputs, the docs build renders them and the
+    browser test opens notebook 06 from them: CI executes each notebook once.
+    The kernel runs this interpreter (a throwaway kernel spec pointing at
+    ``sys.executable``, so a fresh virtualenv needs no ``ipykernel install``)
+    in the notebooks' folder, with ``MPLBACKEND=Agg`` and the caller's ``CI``
+    setting (smaller simulator slices under CI). The trace fixtures skip
+    (fail under ``CI=true``) without the FAST'25 traces. A failed execution
+    is kept too: the next caller gets the same error, not a second run.
+    """
+    import jupytext
+    import nbclient
+    import nbformat
+
+    root = tmp_path_factory.mktemp("notebooks")
+    spec_dir = root / "jupyter" / "kernels" / NOTEBOOK_KERNEL
+    spec_dir.mkdir(parents=True)
+    spec = {
+        "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+        "display_name": "inferasim test kernel",
+        "language": "python",
+    }
+    (spec_dir / "kernel.json").write_text(json.dumps(spec))
+    executed = root / "executed"
+    executed.mkdir()
+    done: dict[Path, ExecutedNotebook | BaseException] = {}
+
+    def run(path: Path) -> ExecutedNotebook:
+        path = Path(path).resolve()
+        if path not in done:
+            nb = jupytext.read(path)
+            client = nbclient.NotebookClient(
+                nb,
+                kernel_name=NOTEBOOK_KERNEL,
+                timeout=600,
+                resources={"metadata": {"path": str(NOTEBOOK_DIR)}},
+            )
+            start = time.perf_counter()
+            try:
+                with pytest.MonkeyPatch.context() as env:
+                    env.setenv("JUPYTER_PATH", str(root / "jupyter"))
+                    env.setenv("MPLBACKEND", "Agg")
+                    env.setenv("PYDEVD_DISABLE_FILE_VALIDATION", "1")
+                    client.execute()  # CellExecutionError names the failing cell
+            except Exception as error:
+                done[path] = error
+            else:
+                target = executed / (path.stem + ".ipynb")
+                nbformat.write(nb, target)
+                done[path] = ExecutedNotebook(nb, time.perf_counter() - start, target)
+        result = done[path]
+        if isinstance(result, BaseException):
+            raise result
+        return result
+
+    return run

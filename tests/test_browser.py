@@ -13,6 +13,12 @@ opens ``02_cache_sizing.py``, runs all cells from the Run menu, and checks:
 * dragging the capacity slider changes the readout (to the capacity the
   slider shows) and the plot (the marker moves).
 
+It then opens notebook 06 as the notebook tests executed it (the
+``run_notebook`` fixture: nothing runs again) and checks that JupyterLab
+shows its computed prose as written: a price such as ``$0.132 per million
+tokens`` reads as dollars, never typeset as math (two ``$`` in a paragraph
+start TeX in JupyterLab's Markdown; the notebook escapes them as ``\\$``).
+
 Screenshots go to a folder the test prints (``$INFERASIM_SCREENSHOT_DIR``
 if set). Chromium is Debian's ``/usr/bin/chromium`` (``.ci/run`` installs
 it); Playwright never downloads a browser. Without chromium or Playwright
@@ -89,17 +95,22 @@ def shots(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def lab(
-    tmp_path_factory: pytest.TempPathFactory, conversation_path: Path, synthetic_trace_path: Path
-) -> Iterator[str]:
+def lab_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The folder JupyterLab serves (a test may add notebooks to it)."""
+    root = tmp_path_factory.mktemp("lab") / "root"
+    root.mkdir()
+    return root
+
+
+@pytest.fixture(scope="module")
+def lab(lab_root: Path, conversation_path: Path, synthetic_trace_path: Path) -> Iterator[str]:
     """A hermetic JupyterLab serving a copy of notebook 02; yields the notebook's URL."""
     if shutil.which("jupyter-lab", path=str(Path(sys.executable).parent)) is None:
         _missing("jupyterlab is not installed (pip install -e '.[test]')")
     if conversation_path.parent != synthetic_trace_path.parent:
         pytest.fail("the notebook needs both FAST'25 traces in one folder")
-    base = tmp_path_factory.mktemp("lab")
-    root = base / "root"
-    root.mkdir()
+    root = lab_root
+    base = root.parent
     shutil.copy(REPO / "notebooks" / NOTEBOOK, root / NOTEBOOK)
     shutil.copy(REPO / "jupytext.toml", root / "jupytext.toml")
     env = {
@@ -307,3 +318,42 @@ def test_notebook_02_runs_and_the_widget_responds(lab, page, shots):
     elapsed = time.monotonic() - start
     print(f"browser test: {elapsed:.0f} s")
     assert elapsed < 180
+
+
+PRICE = re.compile(r"\\?\$(\d[\d,]*\.\d+)")  # $0.132 or \$0.132 in a Markdown source
+
+
+def test_notebook_06_prose_shows_dollars_not_math(lab, lab_root, page, shots, run_notebook):
+    executed = run_notebook(REPO / "notebooks" / "06_capacity_planning.py")
+    prose = [
+        "".join(out["data"]["text/markdown"])
+        for cell in executed.nb.cells
+        if cell.cell_type == "code"
+        for out in cell.get("outputs", [])
+        if "text/markdown" in out.get("data", {})
+    ]
+    prices = [m.group(1) for text in prose for m in PRICE.finditer(text)]
+    assert len(prices) >= 3, prose  # the GPU price and the fleets' cost per million tokens
+    name = "06_capacity_planning.ipynb"
+    shutil.copy(executed.ipynb, lab_root / name)
+    page.goto(lab.replace(NOTEBOOK, name))
+    page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=60_000)
+    select = page.locator(".jp-Dialog").get_by_role("button", name="Select", exact=True)
+    try:
+        select.wait_for(state="visible", timeout=10_000)
+        select.click()
+    except PlaywrightTimeout:
+        pass
+    outputs = page.locator(".jp-OutputArea-output.jp-RenderedMarkdown")
+    conclusion = outputs.filter(has_text="per million tokens").first
+    conclusion.wait_for(state="visible", timeout=60_000)
+    # JupyterLab typesets math after rendering: give it time to do so, if it would.
+    page.wait_for_timeout(3_000)
+    conclusion.scroll_into_view_if_needed()
+    conclusion.screenshot(path=str(shots / "06_conclusion.png"))
+    math = page.locator(".jp-RenderedMarkdown mjx-container, .jp-RenderedMarkdown .MathJax")
+    assert math.count() == 0, math.first.inner_text()
+    shown = "\n".join(outputs.all_inner_texts())
+    for price in prices:
+        assert f"${price}" in shown, (price, shown[:2000])
+    assert re.search(r"\$\d+\.\d{3} per million tokens", shown), shown[:2000]

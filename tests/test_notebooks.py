@@ -2,22 +2,20 @@
 
 Each ``notebooks/NN_*.py`` (jupytext percent format, the source of truth) is
 converted in memory and run by nbclient in a kernel that uses *this*
-interpreter (a throwaway kernel spec pointing at ``sys.executable``), so the
-test works on a fresh virtualenv without ``ipykernel install``. The kernel
-runs with the notebooks' folder as working directory, ``MPLBACKEND=Agg``
-and the caller's ``CI`` setting (notebooks take smaller simulator slices
-under CI). The notebooks need the FAST'25 traces: without them the test
-skips locally and fails under ``CI=true``.
+interpreter, once per test session (the ``run_notebook`` fixture of
+tests/conftest.py: the docs build of tests/test_docs.py renders the same
+executed notebooks, so CI runs each notebook once). The kernel runs with the
+notebooks' folder as working directory, ``MPLBACKEND=Agg`` and the caller's
+``CI`` setting (notebooks take smaller simulator slices under CI). The
+notebooks need the FAST'25 traces: without them the test skips locally and
+fails under ``CI=true``.
 """
 
 from __future__ import annotations
 
 import importlib
-import json
 import os
 import re
-import sys
-import time
 import tomllib
 from pathlib import Path
 
@@ -41,22 +39,6 @@ _need("ipykernel")
 REPO = Path(__file__).resolve().parents[1]
 NOTEBOOK_DIR = REPO / "notebooks"
 NOTEBOOKS = sorted(NOTEBOOK_DIR.glob("[0-9][0-9]_*.py"))
-KERNEL_NAME = "inferasim-test-python"
-
-
-@pytest.fixture(scope="module")
-def kernel_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A JUPYTER_PATH entry with a kernel spec that runs sys.executable."""
-    root = tmp_path_factory.mktemp("jupyter")
-    spec_dir = root / "kernels" / KERNEL_NAME
-    spec_dir.mkdir(parents=True)
-    spec = {
-        "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
-        "display_name": "inferasim test kernel",
-        "language": "python",
-    }
-    (spec_dir / "kernel.json").write_text(json.dumps(spec))
-    return root
 
 
 def test_the_notebooks_exist() -> None:
@@ -74,27 +56,10 @@ def test_the_notebooks_exist() -> None:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
-def test_notebook_executes(
-    path: Path,
-    kernel_dir: Path,
-    monkeypatch: pytest.MonkeyPatch,
-    conversation_path: Path,
-    synthetic_trace_path: Path,
-) -> None:
-    # The trace fixtures skip locally (fail under CI=true) when traces are missing.
-    monkeypatch.setenv("JUPYTER_PATH", str(kernel_dir))
-    monkeypatch.setenv("MPLBACKEND", "Agg")
-    monkeypatch.setenv("PYDEVD_DISABLE_FILE_VALIDATION", "1")
-    nb = jupytext.read(path)
-    client = nbclient.NotebookClient(
-        nb,
-        kernel_name=KERNEL_NAME,
-        timeout=600,
-        resources={"metadata": {"path": str(NOTEBOOK_DIR)}},
-    )
-    start = time.perf_counter()
-    client.execute()  # raises CellExecutionError with the failing cell and traceback
-    elapsed = time.perf_counter() - start
+def test_notebook_executes(path: Path, run_notebook) -> None:
+    # Executed once per session (tests/conftest.py), shared with the docs build.
+    executed = run_notebook(path)
+    nb, elapsed = executed.nb, executed.seconds
     errors = [
         out
         for cell in nb.cells
@@ -125,6 +90,11 @@ def test_notebook_executes(
     assert prose, "every notebook explains its findings in computed prose"
     for text in prose:
         assert not re.search(r"\bnan\b|\binf\b", text, flags=re.IGNORECASE), text
+    # A dollar is written "\$": two bare "$" in a paragraph typeset as TeX in JupyterLab
+    # (tests/test_browser.py shows notebook 06 there); the notebooks hold no math.
+    markdown = prose + [cell.source for cell in nb.cells if cell.cell_type == "markdown"]
+    for text in markdown:
+        assert not re.search(r"(?<!\\)\$", text), text
     # Every code cell ran (no cell was skipped by an early kernel death).
     assert all(
         cell.get("execution_count")
