@@ -218,10 +218,10 @@ def read_mooncake(
     >>> cols.hash_ids, cols.offsets
     (array([0, 1, 0, 2]), array([0, 2, 4]))
     """
-    from inferasim.workload.traces import find_trace, is_trace_name
+    from inferasim.workload.traces import resolve_source
 
-    if is_trace_name(path_or_name):  # a folder named like a trace does not shadow it
-        path_or_name = find_trace(str(path_or_name), verify=verify)
+    # a folder named like a trace does not shadow it
+    path_or_name = resolve_source(path_or_name, "mooncake", verify=verify)
     data, source = read_bytes(path_or_name)
     records, lines, unit = parse_json_records(data, source)
     cols = _columns_fast(records) or _columns_slow(records, lines, source, unit)
