@@ -384,6 +384,7 @@ class _RunPlan:
             "kv_tokens": self.capacity * workload.block_size,
             "kv_blocks": self.capacity,
             "block_size": workload.block_size,
+            "has_hash_ids": workload.has_hash_ids,
             "eviction": sim.eviction if isinstance(sim.eviction, str) else repr(sim.eviction),
             "max_num_seqs": engine.max_num_seqs,
             "max_batched_tokens": engine.max_batched_tokens,
