@@ -200,6 +200,8 @@ def read_aiperf(
     if not rows:
         raise WorkloadError(f"no records of benchmark_phase {phase!r}", source=source)
     frame = pd.DataFrame(rows)
+    for col in ("request_id", "reason", "session_id"):
+        frame[col] = pd.Series([r[col] for r in rows], dtype=object)
     ns = np.asarray(starts, dtype=np.int64)
     frame.insert(1, "arrival_ms", (ns - ns.min()).astype(np.float64) / 1e6)
     return frame
@@ -295,7 +297,8 @@ def read_vllm_bench(path: str | PathLike[str] | IO[Any], *, run: int | None = No
         "input_len": np.asarray(res["input_lens"], dtype=np.float64),
         "output_len": out_len,
         "status": np.where(ok, "finished", "failed").astype(object),
-        "reason": [e.strip().splitlines()[-1] if e.strip() else None for e in errors],
+        "reason": pd.Series([e.strip().splitlines()[-1] if e.strip() else None for e in errors],
+                            dtype=object),
     })
 
 

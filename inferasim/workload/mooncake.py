@@ -325,11 +325,17 @@ def write_mooncake(
         ]
     elif "session_id" in workload.extra:  # conversations survive the round trip
         sessions = workload.extra["session_id"].tolist()
-        turns = workload.extra["turn"].tolist()
-        chunks = [
-            c[:-2] + b',"session_id":' + orjson.dumps(sid) + b',"turn":' + orjson.dumps(t) + b"}\n"
-            for c, sid, t in zip(chunks, sessions, turns, strict=True)
-        ]
+        if "turn" in workload.extra:
+            turns = workload.extra["turn"].tolist()
+            chunks = [
+                c[:-2] + b',"session_id":' + orjson.dumps(sid) + b',"turn":' + orjson.dumps(t) + b"}\n"
+                for c, sid, t in zip(chunks, sessions, turns, strict=True)
+            ]
+        else:  # a workload built with session ids only (from_requests)
+            chunks = [
+                c[:-2] + b',"session_id":' + orjson.dumps(sid) + b"}\n"
+                for c, sid in zip(chunks, sessions, strict=True)
+            ]
     data = b"".join(chunks)
     if hasattr(path, "write"):
         try:
