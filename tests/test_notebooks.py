@@ -23,6 +23,8 @@ from pathlib import Path
 
 import pytest
 
+from conftest import require_trace
+
 
 def _need(name: str):
     """Import a notebook-runner dependency; skip without it, but fail under CI=true."""
@@ -69,6 +71,7 @@ def test_the_notebooks_exist() -> None:
         "05_reproducing_mooncake",
         "06_capacity_planning",
         "07_closed_loop_sessions",
+        "08_other_traces",
     ]
 
 
@@ -82,6 +85,9 @@ def test_notebook_executes(
     synthetic_trace_path: Path,
 ) -> None:
     # The trace fixtures skip locally (fail under CI=true) when traces are missing.
+    if path.stem == "08_other_traces":  # also reads the Azure traces of ../shared/traces
+        require_trace("azure_code_2023")
+        require_trace("azure_conv_2023")
     monkeypatch.setenv("JUPYTER_PATH", str(kernel_dir))
     monkeypatch.setenv("MPLBACKEND", "Agg")
     monkeypatch.setenv("PYDEVD_DISABLE_FILE_VALIDATION", "1")
