@@ -15,7 +15,9 @@ from datetime import datetime
 
 import numpy as np
 import pytest
-from helpers import runner
+from helpers import hypothesis_settings, runner
+from hypothesis import given
+from hypothesis import strategies as st
 
 from conftest import require_trace
 from inferasim import TraceNotFoundError, Workload, WorkloadError, reuse, traces
@@ -279,3 +281,48 @@ def test_a_download_without_a_pinned_hash_prints_its_sha256(tmp_path, monkeypatc
                                     progressbar=False)
     assert digest in capsys.readouterr().out
     assert Workload.from_bailian(got).frame["chat_id"].tolist() == [10]
+
+
+# ------------------------------------------------------------------ property: random session forests
+
+
+@st.composite
+def forests(draw):
+    """Bailian records of a random forest: each request continues an earlier one or starts a tree."""
+    n = draw(st.integers(1, 30))
+    gaps = draw(st.lists(st.integers(0, 5000), min_size=n, max_size=n))  # ms
+    parents = [draw(st.integers(-1, i - 1)) if i else -1 for i in range(n)]
+    chats = draw(st.permutations(list(range(100, 100 + n))))
+    kinds = draw(st.lists(st.sampled_from(["text", "search", "image", "file"]), min_size=n, max_size=n))
+    t = np.cumsum(gaps) / 1000.0
+    lines = [bailian_record(chats[i], chats[p] if p >= 0 else -1, float(t[i]), 16 * (i + 1), 1 + i % 3,
+                            kinds[i], 1 + i, list(range(1, i + 2))) for i, p in enumerate(parents)]
+    order = draw(st.permutations(list(range(n))))  # file order need not be time order
+    return [lines[i] for i in order], parents, chats, kinds
+
+
+@hypothesis_settings(60)
+@given(case=forests())
+def test_random_forests_round_trip_with_their_trees(case):
+    lines, parents, chats, kinds = case
+    wl = bailian(lines)
+    f = wl.frame
+    # an independent walk up the generated parents gives each request's root
+    def root(i):
+        while parents[i] >= 0:
+            i = parents[i]
+        return chats[i]
+    by_chat = {chats[i]: i for i in range(len(chats))}
+    gen = [by_chat[c] for c in f["chat_id"]]  # generated index of each workload row
+    assert f["session_id"].tolist() == [root(i) for i in gen]
+    assert f["type"].tolist() == [kinds[i] for i in gen]
+    row_of = {c: r for r, c in enumerate(f["chat_id"])}
+    expected_parent = [row_of[chats[parents[i]]] if parents[i] >= 0 else -1 for i in gen]
+    assert reuse.sessions(wl).requests["parent"].tolist() == expected_parent
+    buf = io.BytesIO()
+    wl.to_bailian(buf)
+    back = Workload.from_bailian(io.BytesIO(buf.getvalue()))
+    assert back.frame[["chat_id", "parent_chat_id", "session_id", "turn", "type"]].equals(
+        f[["chat_id", "parent_chat_id", "session_id", "turn", "type"]])
+    assert np.array_equal(back.hash_ids, wl.hash_ids)
+    assert back.arrival_ms == pytest.approx(wl.arrival_ms, abs=1e-6)
