@@ -326,3 +326,12 @@ def test_random_forests_round_trip_with_their_trees(case):
         f[["chat_id", "parent_chat_id", "session_id", "turn", "type"]])
     assert np.array_equal(back.hash_ids, wl.hash_ids)
     assert back.arrival_ms == pytest.approx(wl.arrival_ms, abs=1e-6)
+
+
+def test_cli_lists_every_trace_with_its_count(capsys):
+    from inferasim.cli import main
+
+    main(["traces"])
+    out = capsys.readouterr().out
+    assert "azure_conv_2023 (alias azure_conv): AzureLLMInferenceTrace_conv.csv, 19,366 requests" in out
+    assert "qwen_traceA_blksz_16.jsonl, unknown number of requests" in out

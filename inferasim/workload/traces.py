@@ -563,7 +563,7 @@ def list_traces() -> pd.DataFrame:
     Returns
     -------
     pandas.DataFrame
-        Indexed by name: ``file``, ``requests`` (NaN when not known),
+        Indexed by name: ``file``, ``requests`` (``<NA>`` when not known),
         ``size_bytes``, ``sha256`` (empty when none is pinned), ``aliases``,
         ``format`` (the reader), ``license``, ``holds``, ``source``,
         ``found``, ``verified``, ``url``.
@@ -607,7 +607,10 @@ def list_traces() -> pd.DataFrame:
                 "url": info.url,
             }
         )
-    return pd.DataFrame(rows).set_index("name")
+    frame = pd.DataFrame(rows).set_index("name")
+    frame["requests"] = frame["requests"].astype("Int64")  # <NA> when not known
+    frame["size_bytes"] = frame["size_bytes"].astype("Int64")
+    return frame
 
 
 def _not_found_message(info: TraceInfo, reason: str) -> str:
