@@ -42,6 +42,9 @@ _LAZY = {
     "EngineConfig": "inferasim.sim",
     "Disaggregated": "inferasim.sim",
     "SloAdmission": "inferasim.sim",
+    "compare": "inferasim.sim",
+    "read_aiperf": "inferasim.sim",
+    "read_vllm_bench": "inferasim.sim",
 }
 
 __all__ = [

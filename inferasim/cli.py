@@ -78,12 +78,15 @@ def _describe(args: argparse.Namespace) -> int:
 
 def _traces(args: argparse.Namespace) -> int:
     """``inferasim traces``: each known trace, where it was found or where to put it."""
+    import pandas as pd
+
     from inferasim.workload.traces import list_traces, trace_dirs
 
     table = list_traces()
     for name, row in table.iterrows():
         aliases = f" (alias {row['aliases']})" if row["aliases"] else ""
-        print(f"{name}{aliases}: {row['file']}, {row['requests']:,} requests")
+        count = "unknown number of" if pd.isna(row["requests"]) else f"{int(row['requests']):,}"
+        print(f"{name}{aliases}: {row['file']}, {count} requests")
         if row["found"]:
             print(f"  found: {row['found']} (verified: {row['verified']})")
         else:

@@ -18,6 +18,7 @@ trace structure            :func:`lengths`, :func:`arrivals`,
                            :func:`reusable_share`
 simulator results          :func:`latency_cdf`, :func:`quantile_dots`,
                            :func:`replica_load`
+measured against simulated :func:`measured_vs_simulated`
 studies                    :func:`local_vs_pooled`, :func:`teaching`
 =========================  ==================================================
 
@@ -63,6 +64,7 @@ __all__ = [
     "latency_cdf",
     "quantile_dots",
     "replica_load",
+    "measured_vs_simulated",
     "local_vs_pooled",
     "teaching",
     "ecdf",
@@ -967,6 +969,67 @@ def quantile_dots(
     words = metric.removesuffix("_ms").split("_")
     unit = " (ms)" if metric.endswith("_ms") else ""
     ax.set_xlabel(" ".join([words[0].upper(), *words[1:]]) + unit)
+    ax.grid(axis="y", visible=False)
+    _legend(ax, loc="best")
+    return ax
+
+
+def measured_vs_simulated(
+    comparison: pd.DataFrame,
+    *,
+    metrics: list[str] | None = None,
+    ax: Axes | None = None,
+    log: bool = True,
+) -> Axes:
+    """Measured and simulated statistics side by side: one row per metric and statistic.
+
+    A filled dot is the measured value, an open one the simulated, joined by
+    a line whose length is the error; each row is labelled with the relative
+    error.
+
+    Parameters
+    ----------
+    comparison : DataFrame
+        The tidy frame of :func:`inferasim.compare` (its ``per_request``
+        rows are left out).
+    metrics : list of str, optional
+        Which metrics to draw (default all of the frame's, in order).
+    ax : matplotlib Axes, optional
+    log : bool, default True
+        A log x axis.
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+
+    Examples
+    --------
+    >>> cmp = pd.DataFrame({"metric": ["ttft_ms", "ttft_ms"], "stat": ["p50", "p99"],
+    ...                     "measured": [10.0, 40.0], "simulated": [12.0, 36.0],
+    ...                     "rel_error": [0.2, -0.1]})
+    >>> ax = measured_vs_simulated(cmp)
+    >>> [t.get_text() for t in ax.get_yticklabels()], ax.get_xlabel()
+    (['TTFT p50 (+20%)', 'TTFT p99 (-10%)'], 'latency (ms)')
+    """
+    ax = _axes(ax)
+    rows = comparison[comparison["stat"] != "per_request"]
+    if metrics is not None:
+        rows = rows[rows["metric"].isin(metrics)]
+    y = np.arange(len(rows), dtype=float)
+    meas = rows["measured"].to_numpy(dtype=float)
+    sim = rows["simulated"].to_numpy(dtype=float)
+    ax.hlines(y, np.fmin(meas, sim), np.fmax(meas, sim), color="0.6", lw=1)
+    ax.plot(meas, y, "o", color=style.color("measured", 0), ms=5, label="measured")
+    ax.plot(sim, y, "o", mfc="none", color=style.color("simulated", 1), ms=5, label="simulated")
+    labels = []
+    for m, st, rel in zip(rows["metric"], rows["stat"], rows["rel_error"], strict=True):
+        words = str(m).removesuffix("_ms").split("_")
+        labels.append(f"{words[0].upper()} {st} ({float(rel):+.0%})")
+    ax.set_yticks(y, labels)
+    ax.set_ylim(len(rows) - 0.5, -0.5)
+    if log:
+        ax.set_xscale("log")
+    ax.set_xlabel("latency (ms)")
     ax.grid(axis="y", visible=False)
     _legend(ax, loc="best")
     return ax

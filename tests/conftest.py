@@ -138,6 +138,8 @@ def load_interpreted(name: str) -> ModuleType:
 TRACE_FILES = {
     "conversation": "conversation_trace.jsonl",
     "synthetic": "synthetic_trace.jsonl",
+    "azure_code_2023": "AzureLLMInferenceTrace_code.csv",
+    "azure_conv_2023": "AzureLLMInferenceTrace_conv.csv",
 }
 
 
@@ -150,7 +152,7 @@ def trace_dirs() -> list[Path]:
 
 
 def require_trace(name: str) -> Path:
-    """Path of a FAST'25 trace; skip (fail under CI=true) when it is missing."""
+    """Path of a trace of ../shared/traces; skip (fail under CI=true) when it is missing."""
     filename = TRACE_FILES[name]
     for d in trace_dirs():
         if (d / filename).is_file():

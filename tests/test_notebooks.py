@@ -21,6 +21,8 @@ from pathlib import Path
 
 import pytest
 
+from conftest import require_trace
+
 
 def _need(name: str):
     """Import a notebook-runner dependency; skip without it, but fail under CI=true."""
@@ -51,6 +53,7 @@ def test_the_notebooks_exist() -> None:
         "05_reproducing_mooncake",
         "06_capacity_planning",
         "07_closed_loop_sessions",
+        "08_other_traces",
     ]
 
 
@@ -58,6 +61,9 @@ def test_the_notebooks_exist() -> None:
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
 def test_notebook_executes(path: Path, run_notebook) -> None:
     # Executed once per session (tests/conftest.py), shared with the docs build.
+    if path.stem == "08_other_traces":  # also reads the Azure traces of ../shared/traces
+        require_trace("azure_code_2023")
+        require_trace("azure_conv_2023")
     executed = run_notebook(path)
     nb, elapsed = executed.nb, executed.seconds
     errors = [

@@ -140,7 +140,8 @@ def test_unknown_name():
 def test_registry_knows_the_four_traces():
     # arxiv (alias mooncake) and toolagent: 23,608 requests each (dataset card of
     # the Hugging Face conversion valeriol29/mooncake-traces)
-    assert {n: t.requests for n, t in traces.TRACES.items()} == {
+    fast25 = {n: t.requests for n, t in traces.TRACES.items() if t.format == "mooncake"}
+    assert fast25 == {
         "conversation": 12_031, "synthetic": 3_993, "toolagent": 23_608,
         "arxiv": 23_608, "mooncake": 23_608}
     assert traces.TRACES["mooncake"] is traces.TRACES["arxiv"]

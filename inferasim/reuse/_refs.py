@@ -125,8 +125,8 @@ def block_refs(workload: Workload, *, full_blocks_only: bool = False) -> BlockRe
     if not workload.has_hash_ids:
         raise WorkloadError(
             "this workload has no block hash ids (e.g. it was read from a CSV length file), "
-            "so it carries no prefix-reuse information; use a Mooncake trace or a synthetic "
-            "workload with prefixes"
+            "so it carries no prefix-reuse information: its cache numbers are absent, not zero; "
+            "use a Mooncake or Bailian trace or a synthetic workload with prefixes"
         )
     ids = workload.hash_ids
     offsets = workload.offsets

@@ -451,5 +451,7 @@ def replay_cache(
     check_policy(policy)
     hits = replay_hits(refs, blocks, policy, touch)
     frame = per_request_frame(refs, hits)
+    if "type" in workload.frame.columns:  # request types (Bailian): group hits by type
+        frame.insert(0, "type", workload.frame["type"].to_numpy())
     frame.attrs.update(policy=policy, capacity_blocks=blocks, touch=touch)
     return frame

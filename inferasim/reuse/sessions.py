@@ -1,4 +1,5 @@
-"""Multi-turn chains inferred from requests that extend an earlier request's ids."""
+"""Multi-turn chains: explicit ``parent_chat_id`` trees, or inferred from requests that
+extend an earlier request's ids."""
 
 from __future__ import annotations
 
@@ -109,10 +110,49 @@ def _link(
     return np.asarray(parent, dtype=np.int64), np.asarray(shared, dtype=np.int64)
 
 
+def _common_prefix(workload: Workload, parent: np.ndarray) -> np.ndarray:
+    """Leading hash ids each request shares with its parent (0 for a root)."""
+    off, flat = workload.offsets, workload.hash_ids
+    out = np.zeros(len(parent), dtype=np.int64)
+    for j in np.flatnonzero(parent >= 0).tolist():
+        p = int(parent[j])
+        k = int(min(off[j + 1] - off[j], off[p + 1] - off[p]))
+        diff = np.flatnonzero(flat[off[j] : off[j] + k] != flat[off[p] : off[p] + k])
+        out[j] = int(diff[0]) if diff.size else k
+    return out
+
+
+def _tree_walk(parent: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Root row and 1-based depth of every request of a parent tree (any row order)."""
+    root = np.arange(parent.size, dtype=np.int64)
+    depth = np.ones(parent.size, dtype=np.int64)
+    up = parent.copy()
+    for _ in range(parent.size):
+        active = up >= 0
+        if not active.any():
+            break
+        root[active] = up[active]
+        depth[active] += 1
+        up[active] = parent[up[active]]
+    return root, depth
+
+
 def sessions(
-    workload: Workload, *, min_shared_blocks: int = 2, contains_answer: bool = True
+    workload: Workload,
+    *,
+    min_shared_blocks: int = 2,
+    contains_answer: bool = True,
+    links: str = "auto",
 ) -> Sessions:
-    """Infer multi-turn chains: a request that extends an earlier one is its next turn.
+    """Multi-turn chains: explicit ``parent_chat_id`` links, or inferred (a request that extends
+    an earlier one is its next turn).
+
+    With ``chat_id`` and ``parent_chat_id`` columns (a Bailian trace, see
+    :mod:`inferasim.workload.bailian`) and ``links="auto"`` the sessions are
+    those links as they are: each request's parent is the one it names,
+    ``shared_blocks`` the leading ids it actually shares with it, ``turn``
+    its depth in the tree; ``min_shared_blocks`` and ``contains_answer`` do
+    not apply. Otherwise (or with ``links="hash_ids"``) they are inferred:
 
     A request's *full ids* are its hash ids without a partial last block
     (the next turn appends to that block, so its id changes). Request ``j``
@@ -135,6 +175,9 @@ def sessions(
         Shortest previous turn (in full blocks) that can start a chain.
     contains_answer : bool, default True
         Require the next prompt to hold the previous prompt and answer.
+    links : {"auto", "hash_ids"}, default "auto"
+        ``"auto"``: the explicit ``parent_chat_id`` tree when the workload
+        has one, else inferred; ``"hash_ids"``: always inferred.
 
     Returns
     -------
@@ -165,6 +208,11 @@ def sessions(
     """
     if int(min_shared_blocks) != min_shared_blocks or min_shared_blocks < 1:
         raise ValueError(f"min_shared_blocks must be a positive integer, got {min_shared_blocks!r}")
+    if links not in ("auto", "hash_ids"):
+        raise ValueError(f"links must be 'auto' or 'hash_ids', got {links!r}")
+    from inferasim.workload._sessions import explicit_parents
+
+    tree = explicit_parents(workload.frame) if links == "auto" else None
     refs = block_refs(workload)
     trie = build_trie(refs)
     n = refs.n_requests
@@ -174,25 +222,18 @@ def sessions(
     last_tokens[has] = refs.tokens[refs.offsets[1:][has] - 1]
     full = lengths - (has & (last_tokens < refs.block_size))
     need = refs.input_len + (workload.output_len if contains_answer else 1)
-    parent, shared = _link(
-        trie.node_of_ref.tolist(),
-        refs.offsets.tolist(),
-        full.tolist(),
-        need.tolist(),
-        refs.input_len.tolist(),
-        int(min_shared_blocks),
-    )
-    turn = np.ones(n, dtype=np.int64)
-    session = np.arange(n, dtype=np.int64)
-    par = parent.tolist()
-    turn_l, sess_l = turn.tolist(), session.tolist()
-    for j in range(n):  # parents come first
-        p = par[j]
-        if p >= 0:
-            turn_l[j] = turn_l[p] + 1
-            sess_l[j] = sess_l[p]
-    turn = np.asarray(turn_l, dtype=np.int64)
-    session = np.asarray(sess_l, dtype=np.int64)
+    if tree is not None:
+        parent, shared = tree, _common_prefix(workload, tree)
+    else:
+        parent, shared = _link(
+            trie.node_of_ref.tolist(),
+            refs.offsets.tolist(),
+            full.tolist(),
+            need.tolist(),
+            refs.input_len.tolist(),
+            int(min_shared_blocks),
+        )
+    session, turn = _tree_walk(parent)
     arrival = refs.arrival_ms
     linked = parent >= 0
     pp = np.maximum(parent, 0)
@@ -207,6 +248,8 @@ def sessions(
             "growth_tokens": np.where(linked, refs.input_len - refs.input_len[pp], np.nan),
         }
     )
+    if "type" in workload.frame.columns:  # request types (Bailian) group every frame
+        req.insert(0, "type", workload.frame["type"].to_numpy())
     req.index.name = "request_id"
     grouped = pd.DataFrame(
         {"session": session, "arrival_ms": arrival, "input_len": refs.input_len}

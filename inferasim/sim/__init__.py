@@ -223,6 +223,7 @@ from inferasim.sim.admission import Admission, SloAdmission
 from inferasim.sim.config import Disaggregated, EngineConfig
 from inferasim.sim.cost import CostModel, LinearCostModel
 from inferasim.sim.eviction import EvictionPolicy
+from inferasim.sim.measured import compare, read_aiperf, read_vllm_bench
 from inferasim.sim.native import native_modules, warn_if_stale
 from inferasim.sim.result import SimResult
 from inferasim.sim.router import (
@@ -243,6 +244,9 @@ from inferasim.sim.tierconfig import Tier, Tiers
 from inferasim.sim.topology import compare_topologies
 
 __all__ = [
+    "compare",
+    "read_aiperf",
+    "read_vllm_bench",
     "Simulator",
     "SimResult",
     "EngineConfig",

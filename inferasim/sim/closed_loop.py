@@ -4,7 +4,10 @@ In a closed loop (``Simulator.run(workload, closed_loop=True)``) the next turn o
 conversation is sent when the previous answer has arrived, plus a think
 time, instead of at its recorded timestamp:
 
-* **Which request is whose next turn** (:func:`session_links`): with a
+* **Which request is whose next turn** (:func:`session_links`): with
+  ``chat_id`` and ``parent_chat_id`` columns (a Bailian trace), the
+  explicit tree: each request waits for its parent (two may wait for the
+  same one); else with a
   ``session_id`` column (and optionally ``turn``) in the workload, the
   turns of a session in turn order (or arrival order, then request order,
   without ``turn``) form a chain, each turn the parent of the next;
@@ -60,7 +63,8 @@ class SessionLinks:
     turn : numpy.ndarray
         1-based turn number (the depth in an inferred chain).
     source : str
-        ``"columns"`` (``session_id`` / ``turn``) or ``"hash_ids"`` (inferred).
+        ``"parent_chat_id"`` (explicit tree), ``"columns"`` (``session_id`` /
+        ``turn``) or ``"hash_ids"`` (inferred).
 
     Examples
     --------
@@ -86,7 +90,8 @@ def session_links(wl: Workload) -> SessionLinks:
     Parameters
     ----------
     wl : Workload
-        With a ``session_id`` column (optionally ``turn``), or with hash ids.
+        With ``chat_id`` / ``parent_chat_id`` columns, a ``session_id``
+        column (optionally ``turn``), or with hash ids.
 
     Returns
     -------
@@ -111,6 +116,28 @@ def session_links(wl: Workload) -> SessionLinks:
     n = len(wl)
     frame = wl.frame
     arrival = wl.arrival_ms.astype(np.float64)
+    from inferasim.workload._sessions import explicit_parents
+
+    tree = explicit_parents(frame)
+    if tree is not None:
+        late = np.flatnonzero((tree >= 0) & (arrival < arrival[np.maximum(tree, 0)]))
+        if late.size:
+            j = int(late[0])
+            raise ValueError(
+                f"closed_loop: request {j} arrives at {arrival[j]:g} ms, before its parent "
+                f"(parent_chat_id), request {tree[j]}, at {arrival[tree[j]]:g} ms"
+            )
+        depth = np.ones(n, dtype=np.int64)  # 1 + ancestors
+        up = tree.copy()
+        for _ in range(n):
+            active = up >= 0
+            if not active.any():
+                break
+            depth[active] += 1
+            up[active] = tree[up[active]]
+        sid = frame["session_id"].to_numpy() if "session_id" in frame.columns else frame["chat_id"].to_numpy()
+        turn = frame["turn"].to_numpy().astype(np.int64) if "turn" in frame.columns else depth
+        return SessionLinks(tree, sid, turn, "parent_chat_id")
     if "session_id" in frame.columns:
         sid = frame["session_id"].to_numpy()
         has_turn = "turn" in frame.columns

@@ -75,6 +75,8 @@ def request_frame(wl: Workload, run: RunOutput, config: dict[str, Any]) -> pd.Da
             "reason": pd.Series(reason, dtype=object),
         }
     )
+    if "type" in wl.frame.columns:  # request types (Bailian traces): group by type
+        req.insert(1, "type", wl.frame["type"].to_numpy())
     if run.sessions is not None:  # closed loop
         sid, turn, think = run.sessions
         req.insert(1, "session_id", sid)

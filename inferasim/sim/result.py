@@ -189,7 +189,8 @@ class SimResult:
             ``requests``, ``finished``, ``rejected``, ``duration_s`` (first
             arrival to last finish), ``throughput_rps``, ``output_tok_s``,
             ``block_hit_ratio`` and ``token_hit_ratio`` (cluster-wide, over
-            routed requests), ``{queue,ttft,tpot,e2e}_ms_{mean,p50,p90,p99}``
+            routed requests; NaN, with a note, when the workload has no
+            hash ids: absent, not zero), ``{queue,ttft,tpot,e2e}_ms_{mean,p50,p90,p99}``
             (finished requests), ``preemptions``, ``evictions``,
             ``max_replica_share`` (busiest replica's share of requests; ``1 /
             replicas`` is perfectly balanced); ``goodput_rps`` and

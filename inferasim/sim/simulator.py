@@ -389,6 +389,7 @@ class _RunPlan:
             "full_prompt_admission": engine.full_prompt_admission,
             "cache_on_schedule": engine.cache_on_schedule,
             "cache_generated": engine.cache_generated,
+            "has_hash_ids": workload.has_hash_ids,
             "eviction": sim.eviction if isinstance(sim.eviction, str) else repr(sim.eviction),
             "max_num_seqs": engine.max_num_seqs,
             "max_batched_tokens": engine.max_batched_tokens,

@@ -15,6 +15,12 @@ import pandas as pd
 
 __all__ = ["SUMMARY_METRICS", "summarize", "rejection_reasons", "rejection_note", "reasons_text"]
 
+#: What a summary of a workload without hash ids says instead of cache numbers.
+NO_HASH_IDS_NOTE = (
+    "no hash ids in the workload: cache hit numbers are absent (NaN), not zero; "
+    "the source carries no prefix-reuse information"
+)
+
 _STATS = (("mean", None), ("p50", 50), ("p90", 90), ("p99", 99))
 
 #: The metrics of :meth:`SimResult.summary`, in order: the same for every run
@@ -64,6 +70,13 @@ def summarize(result: Any, slo_ttft_ms: float | None, slo_tpot_ms: float | None)
     ...     wl, progress=False)
     >>> list(summarize(res, None, None).index) == list(SUMMARY_METRICS)
     True
+
+    A workload without hash ids has no cache numbers (NaN, with a note), not zeros:
+
+    >>> s = summarize(ism.Simulator(kv_tokens=160, cost_model=ism.LinearCostModel()).run(
+    ...     ism.Workload.from_requests([0], [32], [3], block_size=16), progress=False), None, None)
+    >>> float(s["token_hit_ratio"]), NO_HASH_IDS_NOTE in s.notes
+    (nan, True)
     """
     from inferasim._format import Summary
 
@@ -85,6 +98,10 @@ def summarize(result: Any, slo_ttft_ms: float | None, slo_tpot_ms: float | None)
         out.update(_sessions(req))
     if "decode_replica" in req.columns:  # disaggregated: the two pools apart
         out.update(_pools(reps, fin))
+    if result.config.get("has_hash_ids") is False:  # no content ids: no cache numbers at all
+        for k in ("block_hit_ratio", "token_hit_ratio", "hbm_token_hit_ratio", "tier_token_hit_ratio"):
+            out[k] = float("nan")
+        notes.append(NO_HASH_IDS_NOTE)
     inapplicable = [k for k in SUMMARY_METRICS if k not in out]
     values = {k: out.get(k, float("nan")) for k in SUMMARY_METRICS}
     return Summary(

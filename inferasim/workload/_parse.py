@@ -24,6 +24,8 @@ __all__ = [
     "excerpt",
     "read_bytes",
     "arrival_column",
+    "datetime_column",
+    "is_datetime_column",
     "parse_json_records",
     "number_column",
     "length_column",
@@ -248,6 +250,95 @@ def arrival_column(
         raise WorkloadError(
             f"{arr[i]:.4g} ms after the earliest arrival; arrivals must lie within 2**43 ms "
             "(about 278 years) of each other so float64 ms keep microsecond resolution",
+            source=source, line=int(lines[i]), field=field, unit=unit,
+        )
+    return arr
+
+
+_DATETIME = re.compile(
+    r"(\d{4}-\d{2}-\d{2})[ T](\d{2}:\d{2}(?::\d{2}(?:\.\d{1,9})?)?)"
+    r"(Z|[+-]\d{2}:?\d{2})?",
+    re.ASCII,
+)
+
+
+def is_datetime_column(values: list[Any]) -> bool:
+    """Whether the first value is a date and time string (the column is then read as one).
+
+    Examples
+    --------
+    >>> is_datetime_column(["2023-11-16 18:17:03.9799600"]), is_datetime_column([5, 6])
+    (True, False)
+    """
+    return bool(values) and isinstance(values[0], str) and _DATETIME.fullmatch(values[0].strip()) is not None
+
+
+def datetime_column(
+    values: list[Any], field: str, lines: np.ndarray, source: str, unit: str
+) -> np.ndarray:
+    """Date-time strings to ms after the earliest, exactly (``float64``).
+
+    Each value is ``YYYY-MM-DD HH:MM[:SS[.f...]]`` (``T`` may separate date
+    and time) with up to 9 fractional digits, read exactly to the nanosecond
+    (:class:`numpy.datetime64`) and rebased in integer nanoseconds before the
+    conversion to ms, so 7-digit Azure timestamps keep their 100 ns steps.
+
+    Time zones: a value without an offset is taken as written (every value
+    in the same, unstated zone; no conversion); a value with ``Z`` or
+    ``+HH:MM`` is converted to UTC first. Mixing the two is an error (their
+    differences would be meaningless), as is any value that is not a date and
+    time; the message names the line.
+
+    Examples
+    --------
+    >>> datetime_column(["2023-11-16 18:17:03.9799600", "2023-11-16 18:17:04.0000001"],
+    ...                 "TIMESTAMP", np.array([2, 3]), "f", "line")
+    array([ 0.    , 20.0401])
+    >>> datetime_column(["2024-01-01T10:00:00+01:00", "2024-01-01T09:00:01Z"],
+    ...                 "t", np.array([2, 3]), "f", "line")
+    array([   0., 1000.])
+    """
+    n = len(values)
+    stamps = []
+    offsets = np.zeros(n, dtype=np.int64)  # ns to subtract (UTC = local - offset)
+    aware: bool | None = None
+    for i, v in enumerate(values):
+        m = _DATETIME.fullmatch(v.strip()) if isinstance(v, str) else None
+        if m is None:
+            what = "missing value" if v in (None, "") else f"not a date and time: {excerpt(v)}"
+            raise WorkloadError(what, source=source, line=int(lines[i]), field=field, unit=unit)
+        tz = m.group(3)
+        if aware is None:
+            aware = tz is not None
+        elif aware != (tz is not None):
+            raise WorkloadError(
+                f"{excerpt(v)} {'has' if tz else 'lacks'} a time zone, unlike {unit} "
+                f"{int(lines[0])}; give every arrival an offset or none",
+                source=source, line=int(lines[i]), field=field, unit=unit,
+            )
+        if tz and tz != "Z":
+            sign = 1 if tz[0] == "+" else -1
+            hh, mm = int(tz[1:3]), int(tz[-2:])
+            offsets[i] = sign * (hh * 3600 + mm * 60) * 10**9
+        stamps.append(f"{m.group(1)}T{m.group(2)}")
+    try:
+        ns = np.array(stamps, dtype="datetime64[ns]").astype(np.int64) - offsets
+    except ValueError:
+        for i, text in enumerate(stamps):
+            try:
+                np.datetime64(text, "ns")
+            except ValueError:
+                raise WorkloadError(
+                    f"not a valid date and time: {excerpt(values[i])}",
+                    source=source, line=int(lines[i]), field=field, unit=unit,
+                ) from None
+        raise
+    arr = (ns - ns.min()).astype(np.float64) / 1e6
+    too_far = ~(arr <= MAX_ARRIVAL_SPAN_MS)
+    if too_far.any():
+        i = int(np.flatnonzero(too_far)[0])
+        raise WorkloadError(
+            f"{arr[i]:.4g} ms after the earliest arrival; arrivals must lie within 2**43 ms",
             source=source, line=int(lines[i]), field=field, unit=unit,
         )
     return arr

@@ -17,7 +17,7 @@ import numpy as np
 from inferasim.errors import WorkloadError
 from inferasim.workload._parse import excerpt
 
-__all__ = ["SESSION_ALIASES", "canonical_session_key", "session_columns"]
+__all__ = ["SESSION_ALIASES", "canonical_session_key", "session_columns", "explicit_parents"]
 
 SESSION_ALIASES: dict[str, tuple[str, ...]] = {
     # (not "session": a plain extra column of that name keeps its meaning)
@@ -145,3 +145,42 @@ def session_columns(
             source=source, line=int(lines[b]), field="turn", unit=unit,
         )
     return {"session_id": sid, "turn": values}
+
+
+def explicit_parents(frame: Any) -> np.ndarray | None:
+    """Row of each request's parent from ``chat_id`` / ``parent_chat_id`` columns, else None.
+
+    The explicit session tree of a Bailian trace
+    (:mod:`inferasim.workload.bailian`): ``-1`` for a root and for a request
+    whose ``parent_chat_id`` is not among the rows.
+
+    Parameters
+    ----------
+    frame : pandas.DataFrame
+        A workload's request table.
+
+    Raises
+    ------
+    ValueError
+        When a ``chat_id`` repeats.
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> explicit_parents(pd.DataFrame({"chat_id": [4, 9, 5], "parent_chat_id": [-1, 4, 4]})).tolist()
+    [-1, 0, 0]
+    >>> explicit_parents(pd.DataFrame({"session_id": [1]})) is None
+    True
+    """
+    if "chat_id" not in frame.columns or "parent_chat_id" not in frame.columns:
+        return None
+    chat = frame["chat_id"].to_numpy().astype(np.int64)
+    want = frame["parent_chat_id"].to_numpy().astype(np.int64)
+    order = np.argsort(chat, kind="stable")
+    ranked = chat[order]
+    if ranked.size and np.any(ranked[1:] == ranked[:-1]):
+        v = int(ranked[1:][ranked[1:] == ranked[:-1]][0])
+        raise ValueError(f"chat_id {v} appears twice; the parent_chat_id links are ambiguous")
+    pos = np.minimum(np.searchsorted(ranked, want), max(chat.size - 1, 0))
+    found = (want >= 0) & (ranked[pos] == want) if chat.size else np.zeros(0, bool)
+    return np.where(found, order[pos], -1).astype(np.int64)

@@ -34,7 +34,7 @@ import pandas as pd
 
 from inferasim import _ragged
 from inferasim.errors import WorkloadError
-from inferasim.workload import mooncake, synthesize, synthetic, tabular
+from inferasim.workload import bailian, burstgpt, mooncake, synthesize, synthetic, tabular
 from inferasim.workload._columns import Columns
 from inferasim.workload._parse import (
     MAX_ARRIVAL_SPAN_MS,
@@ -251,6 +251,70 @@ class Workload:
         array([0, 1])
         """
         return cls._from_columns(mooncake.read_mooncake(path_or_name, **kwargs))
+
+    @classmethod
+    def from_bailian(cls, path_or_name: str | PathLike[str] | IO[Any], **kwargs: Any) -> Workload:
+        """Read an Alibaba Bailian trace (file or name); see :func:`inferasim.workload.bailian.read_bailian`.
+
+        Examples
+        --------
+        >>> import io
+        >>> text = ('{"chat_id": 3, "parent_chat_id": -1, "timestamp": 1.25, "input_length": 20, '
+        ...         '"output_length": 4, "type": "file", "turn": 1, "hash_ids": [7, 8]}\\n')
+        >>> wl = Workload.from_bailian(io.StringIO(text))
+        >>> wl.block_size, wl.frame[["session_id", "turn", "type"]].values.tolist()
+        (16, [[3, 1, 'file']])
+        """
+        return cls._from_columns(bailian.read_bailian(path_or_name, **kwargs))
+
+    @classmethod
+    def from_burstgpt(cls, path_or_name: str | PathLike[str] | IO[Any], **kwargs: Any) -> Workload:
+        """Read a BurstGPT CSV (file or name); see :func:`inferasim.workload.burstgpt.read_burstgpt`.
+
+        Examples
+        --------
+        >>> import io
+        >>> text = ("Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\\n"
+        ...         "0,ChatGPT,472,0,472,Conversation log\\n")
+        >>> Workload.from_burstgpt(io.StringIO(text)).frame["status"].tolist()
+        ['failed']
+        """
+        return cls._from_columns(burstgpt.read_burstgpt(path_or_name, **kwargs))
+
+    @classmethod
+    def from_trace(cls, name: str, **kwargs: Any) -> Workload:
+        """Load any known trace by name with its own reader (see :func:`inferasim.traces.list_traces`).
+
+        Parameters
+        ----------
+        name : str
+            A key of :data:`inferasim.workload.traces.TRACES`.
+        **kwargs
+            Passed to the reader (``verify``, ``block_size``, ...).
+
+        Raises
+        ------
+        KeyError
+            For an unknown name (the message lists the known ones).
+        TraceNotFoundError
+            When the file is not on this machine and cannot be downloaded;
+            the message names the upstream location.
+
+        Examples
+        --------
+        >>> from inferasim.workload.traces import TRACES
+        >>> TRACES["bailian_traceA"].format
+        'bailian'
+        >>> Workload.from_trace("azure_code_2023")  # doctest: +SKIP
+        """
+        from inferasim.workload.traces import TRACES, _info
+
+        _info(name)
+        reader = {
+            "mooncake": cls.from_mooncake, "bailian": cls.from_bailian,
+            "azure": cls.from_csv, "burstgpt": cls.from_burstgpt,
+        }[TRACES[name].format]
+        return reader(name, **kwargs)
 
     @classmethod
     def synthesize(cls, like: Workload | synthesize.TraceModel, num_requests: int | None = None, **kwargs: Any) -> Workload:
@@ -571,7 +635,8 @@ class Workload:
         length); ``infinite_block_hit_ratio`` and ``infinite_token_hit_ratio``
         (the share of blocks and of prompt tokens an infinite prefix cache
         would serve, replaying requests in order). Without hash ids
-        (:attr:`has_hash_ids` is False) the block entries are NaN.
+        (:attr:`has_hash_ids` is False) the block entries are NaN and a note
+        says the cache numbers are absent, not zero.
 
         Returns
         -------
@@ -586,6 +651,8 @@ class Workload:
         >>> d = wl.describe()
         >>> int(d["requests"]), float(d["offered_rate_rps"]), float(d["infinite_block_hit_ratio"])
         (2, 2.0, 0.25)
+        >>> Workload.from_requests([0], [10], [2]).describe().notes[0][:40]
+        'no hash ids: the cache numbers (blocks, '
         """
         n = len(self)
         arr = self.arrival_ms
@@ -640,9 +707,13 @@ class Workload:
             )
         from inferasim._format import Summary
 
+        notes = () if self._has_hash_ids else (
+            "no hash ids: the cache numbers (blocks, hit ratios) are absent (NaN), not zero; "
+            "this source carries no prefix-reuse information",
+        )
         return Summary(
             stats, name=self._source or "workload", dtype=np.float64, title=self._header(),
-            notes=self._column_notes(),
+            notes=[*notes, *self._column_notes()],
         )
 
     def _column_notes(self) -> list[str]:
@@ -859,8 +930,12 @@ class Workload:
     __hash__ = None  # type: ignore[assignment]
 
     # ---------------------------------------------------------------- export
-    def to_mooncake(self, path: str | PathLike[str] | IO[Any]) -> None:
+    def to_mooncake(self, path: str | PathLike[str] | IO[Any], *, aiperf: bool = False) -> None:
         """Write the workload as a Mooncake JSON-lines trace; see :func:`inferasim.workload.mooncake.write_mooncake`.
+
+        With ``aiperf=True`` the file is what NVIDIA AIPerf's Mooncake-trace
+        loader accepts as it is (whole-ms integer timestamps, string session
+        ids; see the writer).
 
         Examples
         --------
@@ -870,7 +945,23 @@ class Workload:
         >>> buf.getvalue()
         '{"timestamp":0,"input_length":600,"output_length":3,"hash_ids":[0,1]}\\n'
         """
-        mooncake.write_mooncake(self._columns(), path)
+        mooncake.write_mooncake(self._columns(), path, aiperf=aiperf)
+
+    def to_bailian(self, path: str | PathLike[str] | IO[Any]) -> None:
+        """Write the workload in the Bailian format; see :func:`inferasim.workload.bailian.write_bailian`.
+
+        Examples
+        --------
+        >>> import io
+        >>> wl = Workload.from_requests([0], [20], [4], [[7, 8]], block_size=16, chat_id=[5],
+        ...                             parent_chat_id=[-1], turn=[1], type=["text"])
+        >>> buf = io.StringIO()
+        >>> wl.to_bailian(buf)
+        >>> _ = buf.seek(0)
+        >>> Workload.from_bailian(buf).frame[["chat_id", "session_id", "type"]].values.tolist()
+        [[5, 5, 'text']]
+        """
+        bailian.write_bailian(self._columns(), path)
 
     def to_csv(self, path: str | PathLike[str] | IO[Any]) -> None:
         """Write the workload as CSV that :meth:`from_csv` reads back exactly.

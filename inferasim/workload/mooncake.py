@@ -218,10 +218,10 @@ def read_mooncake(
     >>> cols.hash_ids, cols.offsets
     (array([0, 1, 0, 2]), array([0, 2, 4]))
     """
-    from inferasim.workload.traces import find_trace, is_trace_name
+    from inferasim.workload.traces import resolve_source
 
-    if is_trace_name(path_or_name):  # a folder named like a trace does not shadow it
-        path_or_name = find_trace(str(path_or_name), verify=verify)
+    # a folder named like a trace does not shadow it
+    path_or_name = resolve_source(path_or_name, "mooncake", verify=verify)
     data, source = read_bytes(path_or_name)
     records, lines, unit = parse_json_records(data, source)
     cols = _columns_fast(records) or _columns_slow(records, lines, source, unit)
@@ -248,7 +248,9 @@ def _label(path_or_name: Any, source: str) -> str:
     return Path(source).name if not hasattr(path_or_name, "read") else source
 
 
-def write_mooncake(workload: Columns, path: str | PathLike[str] | IO[Any]) -> None:
+def write_mooncake(
+    workload: Columns, path: str | PathLike[str] | IO[Any], *, aiperf: bool = False
+) -> None:
     """Write a workload as Mooncake JSON lines that :func:`read_mooncake` reads back exactly.
 
     The round trip is exact for every workload whose first request arrives
@@ -260,12 +262,29 @@ def write_mooncake(workload: Columns, path: str | PathLike[str] | IO[Any]) -> No
     are written, plus ``session_id`` and ``turn`` when the workload has them (extra columns such as ``prefix_id`` are not part of the
     format). A path ending in ``.gz`` is gzip-compressed.
 
+    ``aiperf=True`` writes what NVIDIA AIPerf's Mooncake-trace loader reads
+    as it is. Checked against its source (ai-dynamo/aiperf 0.1.1, commit
+    db4f639, ``aiperf/dataset/loader/models.py`` ``MooncakeTrace`` and
+    ``loader/mooncake_trace.py``): a pydantic model with ``input_length:
+    int``, ``output_length: int``, ``hash_ids: list[int]``, ``timestamp:
+    int`` (ms), ``session_id: str`` and a ``type`` field reserved for the
+    dataset kind (so no request ``type`` may be written). Pydantic rejects a
+    float with a fraction for an ``int`` and an integer for a ``str``, so in
+    this mode timestamps are rounded to the nearest whole ms and session ids
+    are written as strings; ``turn`` is left out (AIPerf orders a session's
+    turns by their order in the file, which is arrival order here). Without
+    ``aiperf`` the file is the exact round-trip format above, which AIPerf
+    also reads when every arrival is a whole ms and there are no integer
+    session ids.
+
     Parameters
     ----------
     workload : Columns
         A workload's columns (``Workload.to_mooncake`` passes them); must
         carry hash ids.
     path : str, path or writable file-like
+    aiperf : bool, default False
+        Write AIPerf's types (see above).
 
     Examples
     --------
@@ -284,7 +303,10 @@ def write_mooncake(workload: Columns, path: str | PathLike[str] | IO[Any]) -> No
     if not workload.has_hash_ids:
         raise ValueError("this workload has no hash ids; write it with to_csv instead")
     arrival = workload.arrival_ms
-    ts: list[Any] = arrival.astype(np.int64).tolist() if np.all(arrival == np.round(arrival)) else arrival.tolist()
+    whole = bool(np.all(arrival == np.round(arrival)))
+    ts: list[Any] = (
+        np.round(arrival).astype(np.int64).tolist() if whole or aiperf else arrival.tolist()
+    )
     ids = workload.hash_id_lists()
     opt = orjson.OPT_APPEND_NEWLINE
     chunks = [
@@ -295,13 +317,25 @@ def write_mooncake(workload: Columns, path: str | PathLike[str] | IO[Any]) -> No
             ts, workload.input_len.tolist(), workload.output_len.tolist(), ids, strict=True
         )
     ]
-    if "session_id" in workload.extra:  # conversations survive the round trip
-        sessions = workload.extra["session_id"].tolist()
-        turns = workload.extra["turn"].tolist()
+    if "session_id" in workload.extra and aiperf:
+        sessions = [str(v) for v in workload.extra["session_id"].tolist()]
         chunks = [
-            c[:-2] + b',"session_id":' + orjson.dumps(sid) + b',"turn":' + orjson.dumps(t) + b"}\n"
-            for c, sid, t in zip(chunks, sessions, turns, strict=True)
+            c[:-2] + b',"session_id":' + orjson.dumps(sid) + b"}\n"
+            for c, sid in zip(chunks, sessions, strict=True)
         ]
+    elif "session_id" in workload.extra:  # conversations survive the round trip
+        sessions = workload.extra["session_id"].tolist()
+        if "turn" in workload.extra:
+            turns = workload.extra["turn"].tolist()
+            chunks = [
+                c[:-2] + b',"session_id":' + orjson.dumps(sid) + b',"turn":' + orjson.dumps(t) + b"}\n"
+                for c, sid, t in zip(chunks, sessions, turns, strict=True)
+            ]
+        else:  # a workload built with session ids only (from_requests)
+            chunks = [
+                c[:-2] + b',"session_id":' + orjson.dumps(sid) + b"}\n"
+                for c, sid in zip(chunks, sessions, strict=True)
+            ]
     data = b"".join(chunks)
     if hasattr(path, "write"):
         try:

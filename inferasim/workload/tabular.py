@@ -3,12 +3,22 @@
 Column names are case-insensitive, with aliases:
 
 ========  ==================================================
-arrival   ``arrival``, ``arrival_ms``, ``time``, ``step``, ``timestamp`` (ms)
-input     ``isl``, ``input_len``, ``input_length``, ``prompt_len``
-output    ``osl``, ``output_len``, ``output_length``
+arrival   ``arrival``, ``arrival_ms``, ``time``, ``step``, ``timestamp``
+          (numbers in ``time_unit``, ms by default, or date-time strings)
+input     ``isl``, ``input_len``, ``input_length``, ``prompt_len``,
+          ``ContextTokens`` (Azure), ``Request tokens`` (BurstGPT)
+output    ``osl``, ``output_len``, ``output_length``,
+          ``GeneratedTokens`` (Azure), ``Response tokens`` (BurstGPT)
 hash ids  ``hash_ids``, ``block_hashes``, ``blocks`` (optional; in CSV a
           space-separated list of integers)
 ========  ==================================================
+
+An arrival column of date-time strings (``2023-11-16 18:17:03.9799600``,
+the Azure LLM inference traces' ``TIMESTAMP``) is read exactly, to the
+nanosecond, as ms after the earliest request; values without a time zone
+are taken as written (one unstated zone, no conversion), values with an
+offset are converted to UTC (see :func:`~inferasim.workload._parse.datetime_column`).
+The Azure traces load by name: ``Workload.from_csv("azure_conv_2023")``.
 
 Session columns (optional): ``session_id`` (aliases
 ``conversation_id``, ``conversation``, ``chat_id``) and ``turn``
@@ -46,8 +56,10 @@ from inferasim.errors import WorkloadError
 from inferasim.workload._columns import Columns
 from inferasim.workload._parse import (
     arrival_column,
+    datetime_column,
     excerpt,
     fits_int64,
+    is_datetime_column,
     length_column,
     parse_json_records,
     read_bytes,
@@ -58,8 +70,8 @@ __all__ = ["read_table", "write_table", "ALIASES", "closest_alias"]
 
 ALIASES: dict[str, tuple[str, ...]] = {
     "arrival_ms": ("arrival", "arrival_ms", "time", "step", "timestamp"),
-    "input_len": ("isl", "input_len", "input_length", "prompt_len"),
-    "output_len": ("osl", "output_len", "output_length"),
+    "input_len": ("isl", "input_len", "input_length", "prompt_len", "contexttokens", "request tokens"),
+    "output_len": ("osl", "output_len", "output_length", "generatedtokens", "response tokens"),
     "hash_ids": ("hash_ids", "block_hashes", "blocks"),
 }
 _DEFAULTS = {"arrival_ms": 0.0, "input_len": 1, "output_len": 1}
@@ -207,8 +219,15 @@ def _records_to_columns(
     return columns, list(shown.values())
 
 
+_TIME_UNITS = {"ms": 1.0, "s": 1000.0}
+
+
 def read_table(
-    path_or_buffer: str | PathLike[str] | IO[Any], *, block_size: int = 512
+    path_or_buffer: str | PathLike[str] | IO[Any],
+    *,
+    block_size: int = 512,
+    time_unit: str = "ms",
+    verify: bool = True,
 ) -> Columns:
     """Read a CSV or JSON length-and-arrival file into :class:`~inferasim.workload._columns.Columns`.
 
@@ -219,9 +238,16 @@ def read_table(
     ----------
     path_or_buffer : str, path or file-like
         CSV with a header row, or JSON: an array of objects or JSON lines
-        (detected from the first character). May be gzip-compressed.
+        (detected from the first character). May be gzip-compressed. Or the
+        name of a known trace in this format (``"azure_code_2023"``,
+        ``"azure_conv_2023"``, ``"azure_code_2024"``, ``"azure_conv_2024"``),
+        found or fetched by :func:`inferasim.workload.traces.find_trace`.
     block_size : int, default 512
         Tokens per hash id.
+    time_unit : {"ms", "s"}, default "ms"
+        Unit of a numeric arrival column (a date-time column has its own).
+    verify : bool, default True
+        For a trace name: check the file found against its pinned sha256.
 
     Returns
     -------
@@ -244,11 +270,19 @@ def read_table(
     >>> cols = read_table(io.StringIO("TIME,ISL,OSL\\n10,100,5\\n30,300,7\\n"))
     >>> cols.arrival_ms, cols.input_len, cols.has_hash_ids
     (array([ 0., 20.]), array([100, 300]), False)
+    >>> azure = "TIMESTAMP,ContextTokens,GeneratedTokens\\r\\n2023-11-16 18:15:46.6805900,374,44\\r\\n"
+    >>> read_table(io.StringIO(azure + "2023-11-16 18:15:50.9951690,396,109\\r\\n")).arrival_ms
+    array([   0.   , 4314.579])
     >>> read_table(io.StringIO("time,isl,osl\\n0,100,5\\n1,-3,7\\n"))
     Traceback (most recent call last):
     ...
     inferasim.errors.WorkloadError: <buffer>, line 3, field 'isl': must be >= 0, got -3
     """
+    from inferasim.workload.traces import resolve_source
+
+    if time_unit not in _TIME_UNITS:
+        raise ValueError(f"time_unit must be 'ms' or 's', got {time_unit!r}")
+    path_or_buffer = resolve_source(path_or_buffer, "azure", verify=verify)
     data, source = read_bytes(path_or_buffer)
     if data.lstrip().removeprefix(b"\xef\xbb\xbf")[:1] in (b"[", b"{"):
         records, lines, unit = parse_json_records(data, source)
@@ -291,8 +325,13 @@ def read_table(
             out[canon] = np.full(n, _DEFAULTS[canon], dtype=np.float64 if canon == "arrival_ms" else np.int64)
             continue
         name = mapping[canon]
-        check = arrival_column if canon == "arrival_ms" else length_column
-        out[canon] = check(_csv_values(columns[name], name, lines, source), name, lines, source, unit)
+        values = _csv_values(columns[name], name, lines, source)
+        if canon != "arrival_ms":
+            out[canon] = length_column(values, name, lines, source, unit)
+        elif is_datetime_column(values):
+            out[canon] = datetime_column(values, name, lines, source, unit)
+        else:
+            out[canon] = arrival_column(values, name, lines, source, unit) * _TIME_UNITS[time_unit]
     extras = {}
     session_raw: dict[str, tuple[str, list[Any]]] = {}
     for name in names:

@@ -1,4 +1,11 @@
-"""Find, verify and if needed fetch the public Mooncake traces by name.
+"""Find, verify and if needed fetch the public LLM serving traces by name.
+
+Known traces (:data:`TRACES`, listed with :func:`list_traces`): the FAST'25
+Mooncake traces, the Alibaba Bailian traces (ATC'25), the Azure LLM
+inference traces (2023 and the 2024 week-long ones) and BurstGPT. Each
+:class:`TraceInfo` says which reader loads it (``format``), its licence and
+its upstream location; :meth:`Workload.from_trace <inferasim.Workload.from_trace>`
+loads any of them by name.
 
 The traces are data, not part of the package. :func:`find_trace` looks for
 a trace, in order, in
@@ -9,7 +16,7 @@ a trace, in order, in
    too) and to the source checkout of an editable install;
 3. the user cache directory (``pooch.os_cache("inferasim") / "traces"``);
 
-and otherwise downloads it from the upstream Mooncake repository into the
+and otherwise downloads it from its upstream location into the
 cache with `pooch <https://www.fatiando.org/pooch/>`_ (sha256 registry,
 temporary file moved in place only when the checksum matches, retries), a
 progress bar, an overall deadline and a minimum transfer rate.
@@ -65,27 +72,50 @@ DOWNLOAD_GRACE_S = 10.0
 DOWNLOAD_RETRIES = 2
 
 
+#: Upstream folders of the other trace families.
+BAILIAN = "https://media.githubusercontent.com/media/alibaba-edu/qwen-bailian-usagetraces-anon/main/"
+AZURE_2023 = "https://raw.githubusercontent.com/Azure/AzurePublicDataset/master/data/"
+AZURE_2024 = "https://azurepublicdatasettraces.blob.core.windows.net/azurellminfererencetrace/"
+BURSTGPT = "https://media.githubusercontent.com/media/HPMLL/BurstGPT/main/data/"
+
+#: The readers a trace's ``format`` names (``Workload.from_<format>``).
+FORMATS = ("mooncake", "bailian", "azure", "burstgpt")
+
+
 @dataclass(frozen=True)
 class TraceInfo:
-    """A known trace: name, file name, size, pinned sha256 and upstream URL.
+    """A known trace: name, file, size, pinned sha256, reader, licence and upstream URL.
 
     Parameters
     ----------
     name : str
-        The name :func:`find_trace` and ``Workload.from_mooncake`` accept.
+        The name :func:`find_trace` and :meth:`Workload.from_trace
+        <inferasim.Workload.from_trace>` accept.
     filename : str
         The file looked for in each search folder.
-    requests : int
-        Requests (lines) in the published file.
+    requests : int or None
+        Requests (lines) in the published file; None when not known.
     sha256 : str or None
         Pinned checksum; None when no copy was ever available to pin it
-        (a download is then accepted with a warning printing its sha256).
+        (a download is then accepted, its sha256 printed so it can be pinned).
     url : str
         Upstream location.
     size_bytes : int or None
         Size of the published file in bytes, when known.
     aliases : tuple of str
         Other names for the same trace.
+    format : str, default "mooncake"
+        The reader (one of :data:`FORMATS`): ``"mooncake"``
+        (:meth:`~inferasim.Workload.from_mooncake`), ``"bailian"``
+        (:meth:`~inferasim.Workload.from_bailian`), ``"azure"``
+        (:meth:`~inferasim.Workload.from_csv`), ``"burstgpt"``
+        (:meth:`~inferasim.Workload.from_burstgpt`).
+    license : str
+        The data's licence.
+    holds : str
+        What the trace holds, in a few words.
+    source : str
+        Where it was published (repository and paper).
 
     Examples
     --------
@@ -93,16 +123,28 @@ class TraceInfo:
     12031
     >>> TRACES["arxiv"].filename
     'mooncake_trace.jsonl'
+    >>> TRACES["azure_conv_2023"].format, TRACES["azure_conv_2023"].requests
+    ('azure', 19366)
     """
 
     name: str
     filename: str
-    requests: int
+    requests: int | None
     sha256: str | None
     url: str
     size_bytes: int | None = None
     aliases: tuple[str, ...] = ()
+    format: str = "mooncake"
+    license: str = "Apache-2.0"
+    holds: str = ""
+    source: str = "kvcache-ai/Mooncake (FAST'25)"
 
+
+_BAILIAN_SOURCE = "alibaba-edu/qwen-bailian-usagetraces-anon (ATC'25, KVCache Cache in the Wild)"
+_BAILIAN_HOLDS = "{} requests, parent_chat_id session trees, type, 16-token hash ids"
+_AZURE_2023_SOURCE = "Azure/AzurePublicDataset (Splitwise, ISCA 2024)"
+_AZURE_2024_SOURCE = "Azure/AzurePublicDataset (DynamoLLM, HPCA 2025)"
+_AZURE_HOLDS = "{}: date-time arrivals, context and generated tokens, no hash ids"
 
 _KNOWN = (
     # Pinned from the copies in /work/shared/traces (identical to upstream;
@@ -114,6 +156,7 @@ _KNOWN = (
         "b8cbb061a85206d729d91cdc2981f43c9e0d99209dce588d3af5f7934408b9df",
         UPSTREAM + "traces/conversation_trace.jsonl",
         3_029_533,
+        holds="Kimi chat: arrivals (ms), lengths, 512-token hash ids",
     ),
     TraceInfo(
         "synthetic",
@@ -122,6 +165,7 @@ _KNOWN = (
         "bd070915a98fc0ed264d7cfef2ce746002eb3076a695ec31ba2674c0111ec131",
         UPSTREAM + "traces/synthetic_trace.jsonl",
         1_136_313,
+        holds="synthetic mix: arrivals (ms), lengths, 512-token hash ids",
     ),
     # No checksum is pinned for the next two: neither file was ever available
     # on the machines this package was built on (no network), so a download is
@@ -134,6 +178,7 @@ _KNOWN = (
         23_608,
         None,
         UPSTREAM + "traces/toolagent_trace.jsonl",
+        holds="Kimi tool and agent calls: arrivals (ms), lengths, 512-token hash ids",
     ),
     # The historical single-file release of the arXiv technical report
     # (July 2024; first at the repository root, now under FAST25-release/).
@@ -144,6 +189,79 @@ _KNOWN = (
         None,
         UPSTREAM + "arxiv-trace/mooncake_trace.jsonl",
         aliases=("mooncake",),
+        holds="the arXiv report's trace: arrivals (ms), lengths, 512-token hash ids",
+    ),
+    # Bailian (Qwen) traces: Git LFS objects, so the upstream URL is GitHub's
+    # media host. The sha256 and sizes of the coder and thinking files are the
+    # `oid sha256:` and `size` of their LFS pointer files in the repository
+    # (an LFS oid is the sha256 of the content); the pointers of traces A and
+    # B were not available, so those two are not pinned. Request counts: not
+    # known without the files.
+    TraceInfo(
+        "bailian_traceA", "qwen_traceA_blksz_16.jsonl", None, None,
+        BAILIAN + "qwen_traceA_blksz_16.jsonl", format="bailian",
+        holds=_BAILIAN_HOLDS.format("to-C chat"), source=_BAILIAN_SOURCE,
+    ),
+    TraceInfo(
+        "bailian_traceB", "qwen_traceB_blksz_16.jsonl", None, None,
+        BAILIAN + "qwen_traceB_blksz_16.jsonl", format="bailian",
+        holds=_BAILIAN_HOLDS.format("to-B API"), source=_BAILIAN_SOURCE,
+    ),
+    TraceInfo(
+        "bailian_coder", "qwen_coder_blksz_16.jsonl", None,
+        "3d74974cebb7bccb69b1ca6ea210a44d9a3033443c0271ed015327284dea1aff",
+        BAILIAN + "qwen_coder_blksz_16.jsonl", 132_054_902, format="bailian",
+        holds=_BAILIAN_HOLDS.format("coder"), source=_BAILIAN_SOURCE,
+    ),
+    TraceInfo(
+        "bailian_thinking", "qwen_thinking_blksz_16.jsonl", None,
+        "41ac36d9d1b54d084eeb6b05e9d142ba9d02f8bf79cfc9fff418d8ab7cdee906",
+        BAILIAN + "qwen_thinking_blksz_16.jsonl", 27_901_454, format="bailian",
+        holds=_BAILIAN_HOLDS.format("thinking"), source=_BAILIAN_SOURCE,
+    ),
+    # Azure 2023: pinned from the copies in /work/shared/traces (README there).
+    TraceInfo(
+        "azure_code_2023", "AzureLLMInferenceTrace_code.csv", 8_819,
+        "54e9a6d2a4bd06ba1e060304b900abbc74cbea53de96506e60fe5bb4f2277fb6",
+        AZURE_2023 + "AzureLLMInferenceTrace_code.csv", 320_117,
+        aliases=("azure_code",), format="azure", license="CC-BY-4.0",
+        holds=_AZURE_HOLDS.format("one hour of code completion"), source=_AZURE_2023_SOURCE,
+    ),
+    TraceInfo(
+        "azure_conv_2023", "AzureLLMInferenceTrace_conv.csv", 19_366,
+        "2f1e5b666d4e3055fdbba98598ce2ec307767b9064e03e2fa46676dbcc7d0bf8",
+        AZURE_2023 + "AzureLLMInferenceTrace_conv.csv", 719_188,
+        aliases=("azure_conv",), format="azure", license="CC-BY-4.0",
+        holds=_AZURE_HOLDS.format("one hour of conversation"), source=_AZURE_2023_SOURCE,
+    ),
+    # Azure 2024 (a week, May 2024): hosted on Azure blob storage (the links of
+    # AzureLLMInferenceDataset2024Links.txt); never available here, not pinned.
+    TraceInfo(
+        "azure_code_2024", "AzureLLMInferenceTrace_code_1week.csv", None, None,
+        AZURE_2024 + "AzureLLMInferenceTrace_code_1week.csv",
+        aliases=("azure_code_1week",), format="azure", license="CC-BY-4.0",
+        holds=_AZURE_HOLDS.format("a week of code completion"), source=_AZURE_2024_SOURCE,
+    ),
+    TraceInfo(
+        "azure_conv_2024", "AzureLLMInferenceTrace_conv_1week.csv", None, None,
+        AZURE_2024 + "AzureLLMInferenceTrace_conv_1week.csv",
+        aliases=("azure_conv_1week",), format="azure", license="CC-BY-4.0",
+        holds=_AZURE_HOLDS.format("a week of conversation"), source=_AZURE_2024_SOURCE,
+    ),
+    # BurstGPT: Git LFS objects; sha256 and size from their LFS pointers.
+    TraceInfo(
+        "burstgpt_1", "BurstGPT_1.csv", None,
+        "4bb3783693d0a435686fbfc885615d2349bd067239079fa4b749f2e679e12122",
+        BURSTGPT + "BurstGPT_1.csv", 52_283_111, aliases=("burstgpt",), format="burstgpt",
+        license="see upstream", source="HPMLL/BurstGPT",
+        holds="ChatGPT/GPT-4 via Azure OpenAI: arrivals (s), tokens, model, log type, failures",
+    ),
+    TraceInfo(
+        "burstgpt_2", "BurstGPT_2.csv", None,
+        "44bf5942b03fca42c01a226a545ad3a750ec62688faecd67b6831c56a8928bf7",
+        BURSTGPT + "BurstGPT_2.csv", 144_819_209, format="burstgpt",
+        license="see upstream", source="HPMLL/BurstGPT",
+        holds="BurstGPT's second part: arrivals (s), tokens, model, log type, failures",
     ),
 )
 
@@ -378,7 +496,8 @@ def find_trace(name: str, *, download: bool = True, verify: bool = True) -> Path
     ----------
     name : str
         A key of :data:`TRACES`: ``"conversation"``, ``"synthetic"``,
-        ``"toolagent"``, ``"arxiv"`` (alias ``"mooncake"``).
+        ``"toolagent"``, ``"arxiv"`` (alias ``"mooncake"``), the Bailian,
+        Azure and BurstGPT names (:func:`list_traces`).
     download : bool, default True
         Fetch from upstream into :func:`cache_dir` when not found.
     verify : bool, default True
@@ -436,6 +555,46 @@ def is_trace_name(source: object) -> bool:
     return isinstance(source, str) and source in TRACES and not Path(source).is_file()
 
 
+def resolve_source(source: Any, fmt: str, *, verify: bool = True) -> Any:
+    """``source`` itself, or the path of the known trace it names when its format is ``fmt``.
+
+    Parameters
+    ----------
+    source : str, path or file-like
+        What a reader was given.
+    fmt : str
+        The reader's format (one of :data:`FORMATS`).
+    verify : bool, default True
+        Check a found file against its pinned sha256.
+
+    Raises
+    ------
+    ValueError
+        When ``source`` names a known trace of another format; the message
+        names the reader that loads it.
+
+    Examples
+    --------
+    >>> resolve_source("my.csv", "azure")
+    'my.csv'
+    >>> resolve_source("azure_conv_2023", "mooncake")
+    Traceback (most recent call last):
+    ...
+    ValueError: trace 'azure_conv_2023' is in the azure format: load it with Workload.from_csv('azure_conv_2023') or Workload.from_trace('azure_conv_2023')
+    """
+    if not is_trace_name(source):
+        return source
+    info = _info(str(source))
+    if info.format != fmt:
+        reader = {"mooncake": "from_mooncake", "bailian": "from_bailian", "azure": "from_csv",
+                  "burstgpt": "from_burstgpt"}[info.format]
+        raise ValueError(
+            f"trace {source!r} is in the {info.format} format: load it with "
+            f"Workload.{reader}({source!r}) or Workload.from_trace({source!r})"
+        )
+    return find_trace(str(source), verify=verify)
+
+
 def list_traces() -> pd.DataFrame:
     """Known traces and where each was found, or where to put it, as a DataFrame.
 
@@ -446,17 +605,20 @@ def list_traces() -> pd.DataFrame:
     Returns
     -------
     pandas.DataFrame
-        Indexed by name: ``file``, ``requests``, ``size_bytes``, ``sha256``
-        (empty when none is pinned), ``aliases``, ``found``, ``verified``,
-        ``url``.
+        Indexed by name: ``file``, ``requests`` (``<NA>`` when not known),
+        ``size_bytes``, ``sha256`` (empty when none is pinned), ``aliases``,
+        ``format`` (the reader), ``license``, ``holds``, ``source``,
+        ``found``, ``verified``, ``url``.
 
     Examples
     --------
     >>> df = list_traces()
-    >>> list(df.index)
+    >>> list(df.index)[:4]
     ['conversation', 'synthetic', 'toolagent', 'arxiv']
     >>> int(df.loc["arxiv", "requests"]), df.loc["arxiv", "aliases"]
     (23608, 'mooncake')
+    >>> df.loc["azure_conv_2023", ["format", "license"]].tolist()
+    ['azure', 'CC-BY-4.0']
     """
     import pandas as pd
 
@@ -478,12 +640,19 @@ def list_traces() -> pd.DataFrame:
                 "size_bytes": info.size_bytes,
                 "sha256": info.sha256 or "",
                 "aliases": ", ".join(info.aliases),
+                "format": info.format,
+                "license": info.license,
+                "holds": info.holds,
+                "source": info.source,
                 "found": str(path) if path else "",
                 "verified": verified,
                 "url": info.url,
             }
         )
-    return pd.DataFrame(rows).set_index("name")
+    frame = pd.DataFrame(rows).set_index("name")
+    frame["requests"] = frame["requests"].astype("Int64")  # <NA> when not known
+    frame["size_bytes"] = frame["size_bytes"].astype("Int64")
+    return frame
 
 
 def _not_found_message(info: TraceInfo, reason: str) -> str:
@@ -643,12 +812,12 @@ def download_trace(
     Warns
     -----
     UserWarning
-        When the trace has no pinned sha256: the message prints the
-        downloaded file's sha256.
+        When the trace has no pinned sha256: the downloaded file's sha256
+        is printed (so it can be pinned) and given in the warning.
 
     Examples
     --------
-    >>> sorted(TRACES)  # the names it can fetch
+    >>> sorted(n for n in TRACES if TRACES[n].format == "mooncake")  # some names it can fetch
     ['arxiv', 'conversation', 'mooncake', 'synthetic', 'toolagent']
     >>> download_trace("conversation")  # doctest: +SKIP
     PosixPath('/root/.cache/inferasim/traces/conversation_trace.jsonl')
@@ -696,9 +865,7 @@ def download_trace(
         logger.setLevel(level)
     if info.sha256 is None:
         digest = sha256_of(got)
-        warnings.warn(
-            f"{info.filename}: no pinned checksum; downloaded file has sha256 {digest}",
-            UserWarning,
-            stacklevel=2,
-        )
+        message = f"{info.filename}: no pinned checksum; downloaded file has sha256 {digest}"
+        print(f"{message} (pin it with verify_trace or compare it with upstream)")
+        warnings.warn(message, UserWarning, stacklevel=2)
     return got
