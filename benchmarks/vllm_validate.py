@@ -72,14 +72,28 @@ COLUMNS = ["cached_tokens", "ttft_ms", "e2e_ms", "first_token_ms", "preemptions"
 
 
 # ----------------------------------------------------------------- workload
-def load_workload(n: int) -> ism.Workload:
-    """The first ``n`` requests of the FAST'25 conversation trace."""
+def load_workload(n: int, unique: bool = False) -> ism.Workload:
+    """The first ``n`` requests of the FAST'25 conversation trace.
+
+    With ``unique`` every request's hash ids are made its own (no prefix is
+    shared): the harness's self-check, where the engines' caching rules
+    cannot matter while memory is ample and step times must agree exactly."""
     from _common import trace_path
 
     wl = ism.Workload.from_mooncake(trace_path(TRACE))
     if n > len(wl):
         raise SystemExit(f"--requests {n}: the trace has only {len(wl)} requests")
-    return wl.head(n)
+    wl = wl.head(n)
+    if unique:
+        ids, k = [], 0
+        for i in range(n):
+            m = len(wl.block_ids(i))
+            ids.append(list(range(k, k + m)))
+            k += m
+        wl = ism.Workload.from_requests(
+            np.asarray(wl.arrival_ms), np.asarray(wl.input_len), np.asarray(wl.output_len),
+            ids, block_size=wl.block_size)
+    return wl
 
 
 def engine_config(name: str) -> ism.EngineConfig:
@@ -329,6 +343,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--requests", type=int, nargs="+", default=[500, 2000])
     ap.add_argument("--kv-tokens", type=int, nargs="+", default=[25_600_000, 204_800, 133_120])
     ap.add_argument("--engine", choices=["default", "vllm"], default="default")
+    ap.add_argument("--unique-prefixes", action="store_true",
+                    help="self-check: give every request its own hash ids (nothing shared)")
     ap.add_argument("--dump", type=Path, help="write per-request records of both sides here (CSV)")
     ap.add_argument("--from-dump", type=Path,
                     help="compare the vLLM records saved in this folder (no vLLM needed)")
@@ -351,7 +367,7 @@ def main(argv: list[str] | None = None) -> None:
         args.dump.mkdir(parents=True, exist_ok=True)
     rows = []
     for n in args.requests:
-        wl = load_workload(n)
+        wl = load_workload(n, args.unique_prefixes)
         for kv in args.kv_tokens:
             tag = f"{n}_{kv}"
             t0 = time.perf_counter()
