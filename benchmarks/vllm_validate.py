@@ -64,7 +64,7 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import inferasim as ism  # noqa: E402
+import inferasim as ism
 
 PAGE = 16
 TRACE = "conversation_trace.jsonl"
