@@ -41,6 +41,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from inferasim._validate import MAX_TIME_MS
 from inferasim.workload import Workload
 
 __all__ = ["SessionLinks", "idle_service_ms", "session_links", "think_times"]
@@ -387,11 +388,11 @@ def think_times(
             )
         values = arr[later]
         what = "think_time array"
-    bad = np.flatnonzero(~np.isfinite(values) | (values < 0))
+    bad = np.flatnonzero(~(np.isfinite(values) & (values >= 0) & (values <= MAX_TIME_MS)))
     if bad.size:
         raise ValueError(
             f"{what}: the think time of request {int(later[bad[0]])} is {float(values[bad[0]])!r}; "
-            "it must be a finite number of ms >= 0"
+            "it must be a finite number of ms >= 0 and <= 2**43"
         )
     out[later] = values
     return out

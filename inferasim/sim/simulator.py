@@ -17,6 +17,7 @@ from inferasim.sim.config import Disaggregated, EngineConfig, _positive_int
 from inferasim.sim.config import get_params as _get_params
 from inferasim.sim.config import set_params as _set_params
 from inferasim.sim.engine import Topology, simulate
+from inferasim.sim.limits import check_run_durations
 from inferasim.sim.result import SimResult
 from inferasim.sim.router import make_router
 from inferasim.sim.tierconfig import Tier, Tiers, as_tiers
@@ -345,7 +346,24 @@ class _RunPlan:
                 chunked_prefill=engine.chunked_prefill,
             )
             plan.parent = plan.links.parent
+        plan.check_durations(workload)
         return plan
+
+    def check_durations(self, workload: Workload) -> None:
+        """Every duration the tiers, handoff links and think times give stays
+        within 2**43 ms (see :mod:`inferasim.sim.limits`)."""
+        kvb = getattr(self.cost, "kv_bytes_per_token", None)
+        ok = isinstance(kvb, numbers.Real) and not isinstance(kvb, bool) and math.isfinite(kvb)
+        topo = self.topology
+        check_run_durations(
+            workload.input_len,
+            workload.output_len,
+            float(kvb) if ok and kvb > 0 else 0.0,  # type: ignore[operator, arg-type]
+            self.stack.tiers,
+            (topo.handoff_gbps, topo.handoff_latency_us) if topo.decode else None,
+            self.think,
+            None if self.links is None else self.links.session_id,
+        )
 
     def settings(self, sim: Simulator, timeline_ms: float | None, progress: bool) -> dict[str, Any]:
         """The keyword arguments of :func:`inferasim.sim.engine.simulate`."""
