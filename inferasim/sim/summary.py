@@ -12,6 +12,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from inferasim._validate import slo_ms
+
 __all__ = ["SUMMARY_METRICS", "summarize"]
 
 _STATS = (("mean", None), ("p50", 50), ("p90", 90), ("p99", 99))
@@ -66,6 +68,8 @@ def summarize(result: Any, slo_ttft_ms: float | None, slo_tpot_ms: float | None)
     """
     from inferasim._format import Summary
 
+    slo_ttft_ms = slo_ms(slo_ttft_ms, "slo_ttft_ms")
+    slo_tpot_ms = slo_ms(slo_tpot_ms, "slo_tpot_ms")
     req = result.requests
     fin = req[req["status"] == "finished"]
     out = _volume(req, fin, int(result.config.get("block_size", 1)))
