@@ -81,6 +81,27 @@ def _show(v: Any) -> str:
     return repr(v.item() if isinstance(v, np.generic) else v)
 
 
+def _check_session_values(sid: np.ndarray, turn: np.ndarray | None) -> None:
+    """No missing session id (None, NaN, empty) and whole turns >= 1: a frame
+    built by hand (not by a loader or ``from_requests``, which check them)
+    must not chain its unlabelled requests into one session."""
+    missing = pd.isna(sid) | np.array([isinstance(v, str) and not v.strip() for v in sid], bool)
+    if missing.any():
+        j = int(np.flatnonzero(missing)[0])
+        raise ValueError(
+            f"closed_loop: request {j} has no session_id ({_show(sid[j])}); give every request "
+            "a session id, or leave the column out to infer sessions from the hash ids"
+        )
+    if turn is not None:
+        t = pd.to_numeric(pd.Series(turn), errors="coerce").to_numpy(dtype=np.float64)
+        bad = ~(np.isfinite(t) & (t >= 1) & (np.mod(t, 1.0) == 0))
+        if bad.any():
+            j = int(np.flatnonzero(bad)[0])
+            raise ValueError(
+                f"closed_loop: request {j} has turn {_show(turn[j])}; turns are whole numbers >= 1"
+            )
+
+
 def session_links(wl: Workload) -> SessionLinks:
     """The session chains of a workload (see the module docstring).
 
@@ -114,6 +135,7 @@ def session_links(wl: Workload) -> SessionLinks:
     arrival = wl.arrival_ms.astype(np.float64)
     if "session_id" in frame.columns:
         sid = frame["session_id"].to_numpy()
+        _check_session_values(sid, frame["turn"].to_numpy() if "turn" in frame.columns else None)
         has_turn = "turn" in frame.columns
         _, code = np.unique(sid.astype(str), return_inverse=True)
         code = code.ravel()
