@@ -40,6 +40,8 @@ import numpy as np
 import pandas as pd
 
 from inferasim._run_options import run_options
+from inferasim._validate import percentile as check_percentile
+from inferasim._validate import slo_ms
 from inferasim.workload import Workload
 
 __all__ = ["MaxRate", "MinReplicas", "max_rate", "min_replicas", "pareto", "with_cost"]
@@ -62,11 +64,9 @@ def _simulator_with(simulator: Any, **changes: Any) -> Any:
 def _check_slo(slo_ttft_ms: float | None, slo_tpot_ms: float | None, percentile: float) -> None:
     if slo_ttft_ms is None and slo_tpot_ms is None:
         raise ValueError("give an objective: slo_ttft_ms= and/or slo_tpot_ms=")
-    for name, v in (("slo_ttft_ms", slo_ttft_ms), ("slo_tpot_ms", slo_tpot_ms)):
-        if v is not None and not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0):
-            raise ValueError(f"{name} must be a positive finite number, got {v!r}")
-    if not (isinstance(percentile, (int, float)) and 0 < percentile <= 100):
-        raise ValueError(f"percentile must be in (0, 100], got {percentile!r}")
+    slo_ms(slo_ttft_ms, "slo_ttft_ms")
+    slo_ms(slo_tpot_ms, "slo_tpot_ms")
+    check_percentile(percentile)
 
 
 def _offered_rps(wl: Workload) -> float:

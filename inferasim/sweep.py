@@ -88,6 +88,7 @@ import numpy as np
 import pandas as pd
 
 from inferasim._run_options import RUN_OPTIONS, run_options
+from inferasim._validate import slo_ms
 from inferasim.workload import Workload
 
 __all__ = ["sweep", "fingerprint", "read_store", "seed_of"]
@@ -756,9 +757,8 @@ def sweep(
         if isinstance(metrics, (str, bytes)):
             raise TypeError(f"metrics must be a list of names, got {metrics!r}")
         metrics = tuple(str(m) for m in metrics)
-    for name, v in (("slo_ttft_ms", slo_ttft_ms), ("slo_tpot_ms", slo_tpot_ms)):
-        if v is not None and not (isinstance(v, (int, float)) and v > 0):
-            raise ValueError(f"{name} must be a positive number, got {v!r}")
+    slo_ttft_ms = slo_ms(slo_ttft_ms, "slo_ttft_ms")
+    slo_tpot_ms = slo_ms(slo_tpot_ms, "slo_tpot_ms")
     configs = _expand(grid)
     fixed = run_options(run, progress=False)
     for i, c in enumerate(configs):

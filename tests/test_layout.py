@@ -29,6 +29,7 @@ LAYERS: dict[str, int] = {
     "_ragged": 0,
     "_format": 0,
     "style": 0,
+    "_validate": 0,  # one check per kind of user number (durations, rates, SLOs, seeds)
     "_run_options": 0,  # Simulator.run's option names (sim.topology, sweep and plan check run=)
     "workload": 1,
     "traces": 1,

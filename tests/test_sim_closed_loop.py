@@ -25,7 +25,7 @@ from helpers import hypothesis_settings, runner, simulate
 from hypothesis import given
 from hypothesis import strategies as st
 
-from inferasim import Workload
+from inferasim import Workload, WorkloadError
 from inferasim.sim import Disaggregated, EngineConfig, LinearCostModel, Simulator, Tier
 from inferasim.sim.closed_loop import idle_service_ms, session_links, think_times
 
@@ -149,7 +149,14 @@ def test_think_time_without_closed_loop_and_no_sessions():
     no_ids = Workload.from_requests([0, 1], [4, 4], [1, 1])
     with pytest.raises(ValueError, match="session_id column"):
         run(no_ids)
-    dup = Workload.from_requests([0, 1], [4, 4], [1, 1], session_id=[1, 1], turn=[2, 2])
+    # a repeated turn is refused where the workload is built (issue 23: at the first step)
+    with pytest.raises(WorkloadError, match="request 1, field 'turn': turn 2 of session 1 repeats"):
+        Workload.from_requests([0, 1], [4, 4], [1, 1], session_id=[1, 1], turn=[2, 2])
+    # and by the closed loop, in a frame built by hand
+    base = Workload.from_requests([0, 1], [4, 4], [1, 1])
+    frame = base.frame.assign(session_id=[1, 1], turn=[2, 2])
+    dup = Workload(frame, base.hash_ids, base.offsets, block_size=base.block_size,
+                   has_hash_ids=False)
     with pytest.raises(ValueError, match="turn 2 of session 1 appears twice"):
         run(dup)
 

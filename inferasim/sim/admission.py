@@ -17,7 +17,8 @@ consulted once per request at its arrival, *after* routing:
 ``True`` admits. ``False`` rejects: the request keeps its row in
 ``SimResult.requests`` with ``status="rejected"``, ``replica`` -1 and a
 ``reason``, and consumes no KV memory and no GPU time. Goodput and SLO
-attainment count it as a miss.
+attainment count it as a miss. Any other answer (None included) is an error
+naming the request, as a router's bad answer is.
 
 Built-in (``Simulator(admission=...)``): ``None`` admits every request;
 :class:`SloAdmission` rejects what would miss its objectives. Any object
@@ -26,10 +27,10 @@ following the :class:`Admission` protocol (a callable) works the same way.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
 
+from inferasim._validate import slo_ms
 from inferasim.sim.router import ReplicaView, Request
 
 __all__ = ["Admission", "SloAdmission", "make_admission"]
@@ -74,7 +75,9 @@ class SloAdmission:
     Parameters
     ----------
     ttft_ms, tpot_ms : float, optional
-        The objectives (ms); at least one.
+        The objectives (ms); at least one. Each is None or a finite number
+        with ``0 < v <= 2**43``, checked here and again at the run, by the
+        rule of every objective (``summary``, ``sweep``, ``plan``, the CLI).
 
     Examples
     --------
@@ -87,8 +90,9 @@ class SloAdmission:
     """
 
     def __init__(self, ttft_ms: float | None = None, tpot_ms: float | None = None) -> None:
-        self.ttft_ms = ttft_ms
-        self.tpot_ms = tpot_ms
+        # (checked here too, by the rule of every objective: an SLO is never ignored)
+        self.ttft_ms = slo_ms(ttft_ms, "admission.ttft_ms")
+        self.tpot_ms = slo_ms(tpot_ms, "admission.tpot_ms")
         self.last_reason = ""
 
     def __repr__(self) -> str:
@@ -107,10 +111,7 @@ class SloAdmission:
         if self.ttft_ms is None and self.tpot_ms is None:
             raise ValueError("SloAdmission needs ttft_ms= or tpot_ms=")
         for name in ("ttft_ms", "tpot_ms"):
-            v = getattr(self, name)
-            ok = isinstance(v, int | float) and not isinstance(v, bool)
-            if v is not None and not (ok and v > 0 and math.isfinite(v)):
-                raise ValueError(f"admission.{name} must be a positive number, got {v!r}")
+            slo_ms(getattr(self, name), f"admission.{name}")
         return self
 
     def __call__(self, request: Request, views: Sequence[ReplicaView], now: float) -> bool:

@@ -44,6 +44,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from inferasim._validate import MAX_TIME_MS
 from inferasim.workload import Workload
 
 __all__ = ["SessionLinks", "idle_service_ms", "session_links", "think_times"]
@@ -82,6 +83,27 @@ class SessionLinks:
 
 def _show(v: Any) -> str:
     return repr(v.item() if isinstance(v, np.generic) else v)
+
+
+def _check_session_values(sid: np.ndarray, turn: np.ndarray | None) -> None:
+    """No missing session id (None, NaN, empty) and whole turns >= 1: a frame
+    built by hand (not by a loader or ``from_requests``, which check them)
+    must not chain its unlabelled requests into one session."""
+    missing = pd.isna(sid) | np.array([isinstance(v, str) and not v.strip() for v in sid], bool)
+    if missing.any():
+        j = int(np.flatnonzero(missing)[0])
+        raise ValueError(
+            f"closed_loop: request {j} has no session_id ({_show(sid[j])}); give every request "
+            "a session id, or leave the column out to infer sessions from the hash ids"
+        )
+    if turn is not None:
+        t = pd.to_numeric(pd.Series(turn), errors="coerce").to_numpy(dtype=np.float64)
+        bad = ~(np.isfinite(t) & (t >= 1) & (np.mod(t, 1.0) == 0))
+        if bad.any():
+            j = int(np.flatnonzero(bad)[0])
+            raise ValueError(
+                f"closed_loop: request {j} has turn {_show(turn[j])}; turns are whole numbers >= 1"
+            )
 
 
 def session_links(wl: Workload) -> SessionLinks:
@@ -140,6 +162,7 @@ def session_links(wl: Workload) -> SessionLinks:
         return SessionLinks(tree, sid, turn, "parent_chat_id")
     if "session_id" in frame.columns:
         sid = frame["session_id"].to_numpy()
+        _check_session_values(sid, frame["turn"].to_numpy() if "turn" in frame.columns else None)
         has_turn = "turn" in frame.columns
         _, code = np.unique(sid.astype(str), return_inverse=True)
         code = code.ravel()
@@ -414,11 +437,11 @@ def think_times(
             )
         values = arr[later]
         what = "think_time array"
-    bad = np.flatnonzero(~np.isfinite(values) | (values < 0))
+    bad = np.flatnonzero(~(np.isfinite(values) & (values >= 0) & (values <= MAX_TIME_MS)))
     if bad.size:
         raise ValueError(
             f"{what}: the think time of request {int(later[bad[0]])} is {float(values[bad[0]])!r}; "
-            "it must be a finite number of ms >= 0"
+            "it must be a finite number of ms >= 0 and <= 2**43"
         )
     out[later] = values
     return out

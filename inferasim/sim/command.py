@@ -9,10 +9,12 @@ file) replays a trace instead. ``--out`` writes the per-request frame
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from pathlib import Path
 
 from inferasim._cli_types import integer, number
 from inferasim._cli_workload import add_workload_arguments, workload_from_args
+from inferasim._validate import slo_ms
 from inferasim.sim.cache import EVICTION_POLICIES
 from inferasim.sim.config import EngineConfig
 from inferasim.sim.presets import GPUS, MODELS
@@ -85,13 +87,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     out = parser.add_argument_group("output")
     out.add_argument(
         "--slo-ttft-ms",
-        type=number(0.0),
+        type=_slo_flag("--slo-ttft-ms"),
         default=None,
         help="TTFT objective in ms, for goodput and SLO attainment (default: none)",
     )
     out.add_argument(
         "--slo-tpot-ms",
-        type=number(0.0),
+        type=_slo_flag("--slo-tpot-ms"),
         default=None,
         help="TPOT objective in ms, for goodput and SLO attainment (default: none)",
     )
@@ -104,6 +106,38 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     out.add_argument(
         "--no-progress", action="store_true", help="no progress bar (default: a bar on stderr)"
     )
+
+
+def _slo_flag(flag: str) -> Callable[[str], float]:
+    """The argparse type of an objective flag: a number with ``0 < v <= 2**43``
+    ms, by the rule of every objective (:func:`inferasim._validate.slo_ms`).
+
+    Examples
+    --------
+    >>> _slo_flag("--slo-ttft-ms")("200")
+    200.0
+    >>> _slo_flag("--slo-tpot-ms")("nan")
+    Traceback (most recent call last):
+    ...
+    argparse.ArgumentTypeError: --slo-tpot-ms must be a finite number > 0 and <= 2**43 (ms), got nan
+    """
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"{flag} must be a number of ms, got {text!r}"
+            ) from None
+        try:
+            out = slo_ms(value, flag, optional=False)
+        except ValueError as e:
+            raise argparse.ArgumentTypeError(str(e)) from None
+        assert out is not None
+        return out
+
+    parse.__name__ = flag  # (argparse names the type in some messages)
+    return parse
 
 
 def _out_path(text: str) -> str:

@@ -16,9 +16,10 @@ happens where the work starts (``Simulator.run``), and every object answers
 from __future__ import annotations
 
 import dataclasses
-import math
 import numbers
 from typing import Any
+
+from inferasim._validate import bandwidth_gbps, duration_us
 
 __all__ = ["EngineConfig", "Disaggregated", "get_params", "set_params"]
 
@@ -310,9 +311,11 @@ class Disaggregated:
         Prefill and decode instances.
     handoff_gbps : float, default 50.0
         Bandwidth of each prefill instance's handoff link (GB/s), shared by
-        its transfers in flight (one 400 Gb/s NIC).
+        its transfers in flight (one 400 Gb/s NIC); at least 1e-9 GB/s (1
+        byte a second), and a run checks that handing every request's KV
+        over one link ends within 2**43 ms.
     handoff_latency_us : float, default 5.0
-        Latency of a handoff transfer (us).
+        Latency of a handoff transfer (us), at most 2**43 ms.
     layerwise : bool, default False
         Stream the KV while the prefill runs (as Mooncake does layer by
         layer): the transfer starts with the prefill and the sequence moves
@@ -354,15 +357,8 @@ class Disaggregated:
         """
         prefill = _positive_int(self.prefill, "replicas.prefill")
         decode = _positive_int(self.decode, "replicas.decode")
-        for name in ("handoff_gbps", "handoff_latency_us"):
-            v = getattr(self, name)
-            ok = isinstance(v, numbers.Real) and not isinstance(v, bool) and math.isfinite(v)
-            if not ok or v < 0 or (name == "handoff_gbps" and v == 0):
-                bound = "> 0" if name == "handoff_gbps" else ">= 0"
-                raise ValueError(f"replicas.{name} must be a finite number {bound}, got {v!r}")
+        gbps = bandwidth_gbps(self.handoff_gbps, "replicas.handoff_gbps")
+        latency = duration_us(self.handoff_latency_us, "replicas.handoff_latency_us")
         if not isinstance(self.layerwise, bool):
             raise ValueError(f"replicas.layerwise must be a bool, got {self.layerwise!r}")
-        return Disaggregated(
-            prefill, decode, float(self.handoff_gbps), float(self.handoff_latency_us),
-            self.layerwise,
-        )
+        return Disaggregated(prefill, decode, gbps, latency, self.layerwise)

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from inferasim._validate import duration_ms
 from inferasim.sim.kernels import LinearKernel
 
 __all__ = ["CostModel", "LinearCostModel", "prefill_attention_pairs"]
@@ -144,9 +145,8 @@ class LinearCostModel:
             "decode_seq_ms",
             "decode_context_ms",
         ):
-            value = getattr(self, name)
-            if not np.isfinite(value) or value < 0:
-                raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
+            # (a duration each: at most 2**43 ms, as every duration a parameter gives)
+            object.__setattr__(self, name, duration_ms(getattr(self, name), name))
         kvb = self.kv_bytes_per_token
         if kvb is not None and not (
             isinstance(kvb, int | float) and not isinstance(kvb, bool) and np.isfinite(kvb) and kvb > 0

@@ -23,6 +23,7 @@ from inferasim.sim.cost import LinearCostModel
 from inferasim.sim.fleet import AggregatedFleet, DisaggregatedFleet
 from inferasim.sim.handoff import Handoffs
 from inferasim.sim.kernels import kernel_of
+from inferasim.sim.limits import check_frame_times
 from inferasim.sim.loop import check_outputs, run_loop
 from inferasim.sim.replica import Replica
 from inferasim.sim.roofline import RooflineCostModel
@@ -171,6 +172,7 @@ def simulate(
             rep.rec.emit(stop, rep.sched.timeline_row())
     sim_arr = arrivals.arrival if closed else None
     check_outputs(out, col.arrival if sim_arr is None else sim_arr, col.reasons, reps)
+    check_frame_times(fin, np.frombuffer(out.first_token, dtype=np.float64))
     return RunOutput(
         out=out, reasons=col.reasons, replicas=reps, end_ms=end, tiers=tuple(tiers),
         shared=shared, arrival=sim_arr,

@@ -33,6 +33,8 @@ import math
 import operator
 from typing import Any
 
+import numpy as np
+
 from inferasim.sim.arrivals import Arrivals, Columns
 from inferasim.sim.handoff import Handoffs
 from inferasim.sim.replica import Replica
@@ -63,6 +65,28 @@ def replica_index(r: Any, rid: int, n: int, what: str = "") -> int:
             f"routing returned {r!r} for request {rid}; expected an int in [0, {n}){what}"
         ) from None
     return int(r)
+
+
+def admitted(answer: Any, rid: int) -> bool:
+    """The admission policy's answer for request ``rid``: True or False (a
+    numpy bool too); anything else is an error, as a router's bad answer is.
+
+    Examples
+    --------
+    >>> admitted(True, 0), admitted(np.bool_(False), 1)
+    (True, False)
+    >>> admitted(None, 7)
+    Traceback (most recent call last):
+    ...
+    ValueError: admission returned None for request 7; expected True (admit) or False (reject)
+    """
+    if answer is True or answer is False:
+        return answer
+    if isinstance(answer, np.bool_):
+        return bool(answer)
+    raise ValueError(
+        f"admission returned {answer!r} for request {rid}; expected True (admit) or False (reject)"
+    )
 
 
 def _request(cls: Any, i: int, a: float, p: int, o: int, ids: list[int]) -> Any:
@@ -187,7 +211,7 @@ class AggregatedFleet(Fleet):
         rep = self.reps[r]
         rep.advance(a)
         admission = self.admission
-        if admission is not None and not admission(req, (self.views[r],), a):
+        if admission is not None and not admitted(admission(req, (self.views[r],), a), i):
             col.reasons[i] = _rejected(admission)
             self.arrivals.answered(i, a)
             return
@@ -331,7 +355,7 @@ class DisaggregatedFleet(Fleet):
             if d < 0:  # (no room anywhere: the view of the first, brought up to a)
                 d = 0
                 self.dec[0].advance(a)
-            if not admission(req, (self.views[r], self.dviews[d]), a):
+            if not admitted(admission(req, (self.views[r], self.dviews[d]), a), i):
                 col.reasons[i] = _rejected(admission)
                 self.arrivals.answered(i, a)
                 return

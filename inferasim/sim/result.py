@@ -179,8 +179,9 @@ class SimResult:
         Parameters
         ----------
         slo_ttft_ms, slo_tpot_ms : float, optional
-            Service-level objectives. A finished request is *good* when it
-            meets every objective given; ``goodput_rps`` counts good requests
+            Service-level objectives, each None or a finite number of ms with
+            ``0 < v <= 2**43`` (bools are refused: ``True`` is not 1 ms). A
+            finished request is *good* when it meets every objective given; ``goodput_rps`` counts good requests
             per second of run, ``slo_attainment`` their share of all requests.
 
         Returns

@@ -10,6 +10,8 @@ from typing import Any
 
 import numpy as np
 
+from inferasim._validate import MAX_TIME_MS, real
+from inferasim._validate import seed as check_seed
 from inferasim.sim.admission import make_admission
 from inferasim.sim.arrivals import MIN_TIMELINE_MS
 from inferasim.sim.cache import make_policy
@@ -17,6 +19,7 @@ from inferasim.sim.config import Disaggregated, EngineConfig, _positive_int
 from inferasim.sim.config import get_params as _get_params
 from inferasim.sim.config import set_params as _set_params
 from inferasim.sim.engine import Topology, simulate
+from inferasim.sim.limits import check_run_durations
 from inferasim.sim.result import SimResult
 from inferasim.sim.router import make_router
 from inferasim.sim.tierconfig import Tier, Tiers, as_tiers
@@ -78,8 +81,9 @@ class Simulator:
         objective (Mooncake's early rejection); any ``admit(request, views,
         now) -> bool`` decides itself. Rejected requests keep their row
         (``status="rejected"``, a ``reason``) and consume nothing.
-    seed : int, default 0
-        Seed of random routing and softmax sampling.
+    seed : int or None, default 0
+        Seed of random routing and softmax sampling: an integer in ``[0,
+        2**64)``, or None for fresh randomness.
     fast : bool, default True
         Advance pure-decode stretches in one jump. False runs every step on
         its own (the reference loop; same frames, much slower).
@@ -250,7 +254,8 @@ class Simulator:
             number of ms; one value per request; or a callable (see
             :func:`inferasim.sim.closed_loop.think_times`).
         timeline_ms : float, optional
-            Sampling period of :attr:`SimResult.timeline` (at least 0.001 ms);
+            Sampling period of :attr:`SimResult.timeline` (at least 0.001 ms,
+            at most 2**43 ms);
             default 1/1000 of the arrival span (at least 0.001 ms). The
             timeline is capped at about 100,000 rows (at least 250 a replica):
             a run that would sample more doubles the period, keeping every
@@ -311,20 +316,15 @@ class _RunPlan:
             raise TypeError(f"engine must be an EngineConfig, got {engine!r}")
         engine = engine.checked()
         make_policy(sim.eviction)  # (checked: a name, or an object with the policy's methods)
-        if timeline_ms is not None and not (
-            isinstance(timeline_ms, numbers.Real)
-            and not isinstance(timeline_ms, bool)
-            and MIN_TIMELINE_MS <= timeline_ms < math.inf
-        ):
-            raise ValueError(
-                f"timeline_ms must be a finite number >= {MIN_TIMELINE_MS} ms, got {timeline_ms!r}"
-            )
+        if timeline_ms is not None:
+            real(timeline_ms, "timeline_ms", low=MIN_TIMELINE_MS, high=MAX_TIME_MS)
         if not isinstance(closed_loop, bool):
             raise ValueError(f"closed_loop must be a bool, got {closed_loop!r}")
         if think_time is not None and not closed_loop:
             raise ValueError("think_time is only used with closed_loop=True")
         if not isinstance(sim.fast, bool):
             raise ValueError(f"fast must be a bool, got {sim.fast!r}")
+        check_seed(sim.seed, "seed", optional=True)
         cost = _cost(sim.cost_model)
         plan = cls(
             topology=_topology(fleet, cost),
@@ -345,7 +345,24 @@ class _RunPlan:
                 chunked_prefill=engine.chunked_prefill,
             )
             plan.parent = plan.links.parent
+        plan.check_durations(workload)
         return plan
+
+    def check_durations(self, workload: Workload) -> None:
+        """Every duration the tiers, handoff links and think times give stays
+        within 2**43 ms (see :mod:`inferasim.sim.limits`)."""
+        kvb = getattr(self.cost, "kv_bytes_per_token", None)
+        ok = isinstance(kvb, numbers.Real) and not isinstance(kvb, bool) and math.isfinite(kvb)
+        topo = self.topology
+        check_run_durations(
+            workload.input_len,
+            workload.output_len,
+            float(kvb) if ok and kvb > 0 else 0.0,  # type: ignore[operator, arg-type]
+            self.stack.tiers,
+            (topo.handoff_gbps, topo.handoff_latency_us) if topo.decode else None,
+            self.think,
+            None if self.links is None else self.links.session_id,
+        )
 
     def settings(self, sim: Simulator, timeline_ms: float | None, progress: bool) -> dict[str, Any]:
         """The keyword arguments of :func:`inferasim.sim.engine.simulate`."""

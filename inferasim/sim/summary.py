@@ -13,6 +13,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from inferasim._validate import slo_ms
+
 __all__ = ["SUMMARY_METRICS", "summarize", "rejection_reasons", "rejection_note", "reasons_text"]
 
 #: What a summary of a workload without hash ids says instead of cache numbers.
@@ -80,6 +82,8 @@ def summarize(result: Any, slo_ttft_ms: float | None, slo_tpot_ms: float | None)
     """
     from inferasim._format import Summary
 
+    slo_ttft_ms = slo_ms(slo_ttft_ms, "slo_ttft_ms")
+    slo_tpot_ms = slo_ms(slo_tpot_ms, "slo_tpot_ms")
     req = result.requests
     fin = req[req["status"] == "finished"]
     out = _volume(req, fin, int(result.config.get("block_size", 1)))

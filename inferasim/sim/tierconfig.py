@@ -8,10 +8,11 @@ the lookup and offload rules are in :mod:`inferasim.sim.tiers` (internal).
 
 from __future__ import annotations
 
-import math
 import numbers
 from collections.abc import Iterator
 from dataclasses import dataclass
+
+from inferasim._validate import bandwidth_gbps, duration_us
 
 __all__ = ["Tier", "Tiers"]
 
@@ -35,9 +36,12 @@ class Tier:
     read_gbps, write_gbps : float
         Bandwidth of one replica's link to the tier, in GB/s (1e9 bytes per
         second), for loads into HBM and for writes into the tier. Reads and
-        writes share the link (processor sharing of link time).
+        writes share the link (processor sharing of link time). At least
+        1e-9 GB/s (1 byte a second); a run also checks that moving every
+        request's KV once over the link ends within 2**43 ms.
     latency_us : float, default 0.0
-        Per transfer, from the last byte to delivery (microseconds).
+        Per transfer, from the last byte to delivery (microseconds), at most
+        2**43 ms (``2**43 * 1000`` µs).
     shared : bool, default False
         One store for the whole fleet (a Mooncake-Store-like pool) reached
         by every replica over its own link.
@@ -79,16 +83,11 @@ class Tier:
             )
         object.__setattr__(self, "capacity_tokens", int(cap))
         for field in ("read_gbps", "write_gbps"):
-            v = getattr(self, field)
-            if isinstance(v, bool) or not isinstance(v, numbers.Real) or not (
-                math.isfinite(v) and v > 0
-            ):
-                raise ValueError(f"Tier {self.name!r}: {field} must be a number > 0, got {v!r}")
-        v = self.latency_us
-        if isinstance(v, bool) or not isinstance(v, numbers.Real) or not (
-            math.isfinite(v) and v >= 0
-        ):
-            raise ValueError(f"Tier {self.name!r}: latency_us must be a number >= 0, got {v!r}")
+            v = bandwidth_gbps(getattr(self, field), f"Tier {self.name!r}: {field}")
+            object.__setattr__(self, field, v)
+        object.__setattr__(
+            self, "latency_us", duration_us(self.latency_us, f"Tier {self.name!r}: latency_us")
+        )
         if not isinstance(self.shared, bool):
             raise ValueError(f"Tier {self.name!r}: shared must be a bool, got {self.shared!r}")
         if self.write not in WRITE_POLICIES:

@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 
 from inferasim._run_options import run_options
+from inferasim._validate import slo_ms
 from inferasim.sim.config import Disaggregated
 from inferasim.sim.simulator import Simulator
 from inferasim.workload import Workload
@@ -100,6 +101,8 @@ def compare_topologies(
             )
     if "replicas" in simulator:
         raise ValueError("replicas= is set by compare_topologies (gpus=, splits=)")
+    slo_ms(slo_ttft_ms, "slo_ttft_ms")  # (before the first run)
+    slo_ms(slo_tpot_ms, "slo_tpot_ms")
     options = run_options(run)
     handoff = dict(handoff or {})
     for name in ("prefill", "decode"):

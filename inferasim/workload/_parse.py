@@ -18,6 +18,12 @@ import numpy as np
 import orjson
 
 from inferasim.errors import WorkloadError
+from inferasim.workload._json_structure import (
+    Structure,
+    check_duplicate_keys,
+    lines_are_whole,
+    structure,
+)
 
 __all__ = [
     "MAX_ARRIVAL_SPAN_MS",
@@ -104,7 +110,9 @@ def parse_json_records(data: bytes, source: str) -> tuple[list[Any], np.ndarray,
 
     Returns the records, their 1-based line (JSON lines) or record number
     (JSON array), and the unit word (``"line"`` or ``"record"``). Blank
-    lines are skipped; line numbers still count them.
+    lines are skipped; line numbers still count them. Each line of JSON
+    lines must be valid JSON on its own, and no object may give a key twice
+    (see :mod:`inferasim.workload._json_structure`).
 
     Examples
     --------
@@ -112,6 +120,7 @@ def parse_json_records(data: bytes, source: str) -> tuple[list[Any], np.ndarray,
     >>> recs, lines.tolist(), unit
     ([{'a': 1}, {'a': 2}], [1, 3], 'line')
     """
+    shape: Structure | None = None  # (the structure of data, once computed)
     stripped = data.lstrip()
     if stripped[:1] == b"[":
         try:
@@ -129,6 +138,9 @@ def parse_json_records(data: bytes, source: str) -> tuple[list[Any], np.ndarray,
             records = orjson.loads(b"[" + b",".join(raw) + b"]")
             if len(records) != len(raw):  # e.g. "{...},{...}" on one line
                 raise orjson.JSONDecodeError("not one object per line", "", 0)
+            shape = structure(data)
+            if not lines_are_whole(shape):  # lines invalid alone, valid once joined
+                raise orjson.JSONDecodeError("a value spans lines", "", 0)
             lines = np.arange(1, len(records) + 1, dtype=np.int64)
         except orjson.JSONDecodeError:
             records, numbers = [], []
@@ -155,6 +167,7 @@ def parse_json_records(data: bytes, source: str) -> tuple[list[Any], np.ndarray,
                 line=int(lines[i]),
                 unit=unit,
             )
+    check_duplicate_keys(data, records, lines, unit, source, shape)
     return records, lines, unit
 
 

@@ -103,6 +103,13 @@ def session_columns(
         or (isinstance(v, float | np.floating) and float(v).is_integer())
         for v in session
     )
+    if ints:
+        for i, v in enumerate(session):
+            if not -(2**63) <= int(v) < 2**63:
+                raise WorkloadError(
+                    f"session id {excerpt(v)} is outside the 64-bit integer range",
+                    source=source, line=int(lines[i]), field="session_id", unit=unit,
+                )
     sid = np.asarray([int(v) for v in session], dtype=np.int64) if ints else np.asarray(
         [str(v) for v in session], dtype=object
     )
@@ -133,14 +140,14 @@ def session_columns(
     if dup.size:
         a, b = by_turn[dup[0]], by_turn[dup[0] + 1]
         raise WorkloadError(
-            f"turn {values[b]} of session {excerpt(sid[b])} repeats {unit} {int(lines[a])}",
+            f"turn {values[b]} of session {excerpt(sid[b].item() if isinstance(sid[b], np.generic) else sid[b])} repeats {unit} {int(lines[a])}",
             source=source, line=int(lines[b]), field="turn", unit=unit,
         )
     late = np.flatnonzero(same & (arrival[by_turn][1:] < arrival[by_turn][:-1]))
     if late.size:
         a, b = by_turn[late[0]], by_turn[late[0] + 1]
         raise WorkloadError(
-            f"turn {values[b]} of session {excerpt(sid[b])} arrives before its turn "
+            f"turn {values[b]} of session {excerpt(sid[b].item() if isinstance(sid[b], np.generic) else sid[b])} arrives before its turn "
             f"{values[a]} ({unit} {int(lines[a])})",
             source=source, line=int(lines[b]), field="turn", unit=unit,
         )

@@ -153,6 +153,11 @@ class Workload:
             A label for ``repr``.
         **columns : array-like
             Extra per-request columns (``session``, ``prefix_id``, ...).
+            ``session_id`` and ``turn`` are checked as a file's are (see
+            :mod:`inferasim.workload._sessions`; a ``turn`` column is added
+            when only ``session_id`` is given) and must survive
+            :meth:`to_csv` then :meth:`from_csv`: a string id that a CSV reads
+            back as another (``"01"``, ``" a"``, ``"nan"``) is an error here.
 
         Returns
         -------
@@ -176,6 +181,15 @@ class Workload:
             "output_len": length_column(np.asarray(output_len).tolist(), "output_len", index, where, "request"),
         }
         _check_arrivals(data["arrival_ms"], where)
+        for name in ("session_id", "turn"):
+            if name in columns and len(columns[name]) != n:
+                raise WorkloadError(f"column {name!r} has {len(columns[name])} values, expected {n}")
+        session = columns.pop("session_id", None)
+        turn = columns.pop("turn", None)
+        data.update(tabular.session_columns_as_csv(
+            None if session is None else list(session), None if turn is None else list(turn),
+            data["arrival_ms"], where,
+        ))
         for name, values in columns.items():
             data[name] = np.asarray(values)
         for name, values in data.items():

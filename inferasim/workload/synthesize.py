@@ -50,7 +50,15 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from inferasim._validate import integer as check_integer
+from inferasim._validate import rate as check_rate
+from inferasim._validate import seed as check_seed
 from inferasim.workload._columns import Columns, RequestTable
+from inferasim.workload._parse import MAX_ARRIVAL_SPAN_MS
+from inferasim.workload.synthetic import MAX_HASH_IDS, MAX_TOKENS
+
+#: Most requests one synthesis draws.
+MAX_REQUESTS = 2**28
 
 __all__ = ["TraceModel", "fit_trace", "sample", "synthesize"]
 
@@ -428,13 +436,38 @@ def _mix(x: np.ndarray, seed: int) -> np.ndarray:
     return (z >> np.uint64(11)).astype(np.float64) / float(1 << 53)
 
 
-def _positive(name: str, value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float | np.integer | np.floating):
-        raise ValueError(f"{name} must be a positive number, got {value!r}")
-    v = float(value)
-    if not (math.isfinite(v) and v > 0):
-        raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
-    return v
+def _check_size(model: TraceModel, n_out: int, s_scale: float, prompt_scale: Any) -> None:
+    """The hash ids and lengths ``n_out`` drawn requests can reach at ``s_scale``,
+    bounded before anything is allocated (a ValueError naming the parameter).
+
+    A drawn request copies a template request of the trace: its shared blocks
+    once, its private blocks about ``prompt_scale`` times each (at most the
+    ceiling). The bound takes the template with the most of each.
+    """
+    nb = np.diff(model.path_offsets).astype(np.float64)
+    node = model.path
+    shared_elem = model.node_sessions[node] > model.family_cap
+    rows = np.repeat(np.arange(nb.size), np.diff(model.path_offsets))
+    shared_nb = np.bincount(rows, weights=shared_elem.astype(np.float64), minlength=nb.size)
+    private_nb = nb - shared_nb
+    per_request = shared_nb + private_nb * float(math.ceil(s_scale))
+    worst = float(per_request.max(initial=0.0))
+    ids = n_out * worst
+    if not ids <= MAX_HASH_IDS:
+        name = "prompt_scale" if s_scale > 1 else "num_requests"
+        raise ValueError(
+            f"{name}: {n_out:,} requests at prompt_scale={prompt_scale!r} may need up to "
+            f"{ids:.3g} hash ids (the longest template: {int(shared_nb[np.argmax(per_request)])} "
+            f"shared + {int(private_nb[np.argmax(per_request)])} private blocks x "
+            f"{float(math.ceil(s_scale)):.3g}), more than the {MAX_HASH_IDS:,} (2 GiB) a synthesized "
+            "workload holds; use fewer requests or a smaller prompt_scale"
+        )
+    longest = float(model.input_len.max(initial=0)) + worst * model.block_size
+    if not longest <= MAX_TOKENS:
+        raise ValueError(
+            f"prompt_scale={prompt_scale!r} makes prompts of up to {longest:.3g} tokens, beyond "
+            f"the {MAX_TOKENS:,} (2**40) a workload's lengths may reach"
+        )
 
 
 def sample(
@@ -453,7 +486,7 @@ def sample(
     model : TraceModel
         From :func:`fit_trace`.
     num_requests : int, optional
-        Requests to produce; default the trace's count times
+        Requests to produce (at most 2**28); default the trace's count times
         ``num_sessions_scale`` (the same horizon).
     rate : float, optional
         Request rate (per second); default the trace's times
@@ -461,9 +494,13 @@ def sample(
     num_sessions_scale : float, default 1.0
         Sessions started per unit time, relative to the trace.
     prompt_scale : float, default 1.0
-        Stretch of the private (per-session) part of every prompt.
+        Stretch of the private (per-session) part of every prompt. The hash
+        ids the draw can need (``num_requests`` times the longest template's
+        shared blocks plus its private blocks times ``ceil(prompt_scale)``)
+        are bounded by 2**28 before anything is allocated, and prompt lengths
+        by 2**40 tokens.
     seed : int, default 0
-        Same inputs and seed give the same columns.
+        Same inputs and seed give the same columns; an integer in ``[0, 2**64)``.
 
     Returns
     -------
@@ -480,18 +517,25 @@ def sample(
     >>> len(cols), sorted(set(cols.extra["turn"].tolist()))
     (6, [1, 2])
     """
+    k_scale = check_rate(num_sessions_scale, "num_sessions_scale")
+    s_scale = check_rate(prompt_scale, "prompt_scale")
+    if rate is not None:
+        check_rate(rate, "rate")
+        if k_scale != 1.0:
+            raise ValueError("give rate or num_sessions_scale, not both")
+    seed = check_seed(seed, "seed")
     if num_requests is None:
-        num_requests = max(1, round(model.num_requests * float(num_sessions_scale)))
-    if isinstance(num_requests, bool) or int(num_requests) != num_requests or num_requests < 1:
-        raise ValueError(f"num_requests must be a positive integer, got {num_requests!r}")
-    n_out = int(num_requests)
-    k_scale = _positive("num_sessions_scale", num_sessions_scale)
-    s_scale = _positive("prompt_scale", prompt_scale)
-    if rate is not None and k_scale != 1.0:
-        raise ValueError("give rate or num_sessions_scale, not both")
-    if isinstance(seed, bool) or int(seed) != seed:
-        raise ValueError(f"seed must be an integer, got {seed!r}")
-    rng = np.random.default_rng(int(seed))
+        drawn = model.num_requests * k_scale
+        if not drawn <= MAX_REQUESTS:
+            raise ValueError(
+                f"num_sessions_scale={num_sessions_scale!r} draws about {drawn:.3g} requests "
+                f"({model.num_requests} in the trace), beyond the {MAX_REQUESTS:,} a synthesized "
+                "workload holds; give num_requests= or a smaller scale"
+            )
+        num_requests = max(1, round(drawn))
+    n_out = check_integer(num_requests, "num_requests", low=1, high=MAX_REQUESTS)
+    _check_size(model, n_out, s_scale, prompt_scale)
+    rng = np.random.default_rng(seed)
 
     # family templates: their requests grouped, with times from the family's start
     fam_of_req = model.family[model.session]
@@ -509,8 +553,15 @@ def sample(
     # one mean inter-arrival beyond the last arrival closes the period
     span = span * model.num_requests / (model.num_requests - 1) if model.num_requests > 1 else 0.0
     span = span if span > 0 else 1000.0 * model.num_requests
-    per_ms = model.num_requests / span * k_scale if rate is None else _positive("rate", rate) / 1e3
+    per_ms = model.num_requests / span * k_scale if rate is None else float(rate) / 1e3
     horizon = n_out / per_ms
+    if not horizon <= MAX_ARRIVAL_SPAN_MS:
+        name = "rate" if rate is not None else "num_sessions_scale"
+        raise ValueError(
+            f"{name}={rate if rate is not None else num_sessions_scale!r} spreads {n_out:,} "
+            f"requests over {horizon:.3g} ms, beyond the 2**43 ms (about 278 years) a workload "
+            f"may span; raise the {'rate' if rate is not None else 'scale'}"
+        )
     # families in rounds of permutations until num_requests are drawn (the
     # last one cut after the request that completes the count)
     tmpl = _draw_sessions(rng, fam_start.size, int(n_out / mean_size) + 16, 0)
@@ -552,7 +603,7 @@ def sample(
         reps = np.ones(key.size, dtype=np.int64)
     else:
         whole = math.floor(s_scale)
-        u = _mix(key, int(seed) + 0x5EED)
+        u = _mix(key, seed + 0x5EED)
         reps = np.where(shared, 1, whole + (u < s_scale - whole)).astype(np.int64)
         last = np.cumsum(nb)[nb > 0] - 1
         lone = np.isin(key, key[last[reps[last] == 0]])

@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from inferasim import _ragged
+from inferasim._validate import seed as check_seed
 from inferasim.workload._columns import Columns
 from inferasim.workload._parse import MAX_ARRIVAL_SPAN_MS
 
@@ -136,7 +137,7 @@ def generate(
     block_size : int, default 512
         Tokens per hash id.
     seed : int, default 0
-        Same seed, same workload.
+        Same seed, same workload; an integer in ``[0, 2**64)``.
     num_turns : int, default 1
         Turns per session (multi-turn conversations when > 1; the last
         session is cut when ``num_requests`` is not a multiple). Turn ``k+1``
@@ -216,7 +217,7 @@ def generate(
         "(2 GiB) limit; use fewer requests, shorter prompts or a larger block_size",
     )
 
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng(check_seed(seed, "seed"))
     if num_turns > 1:
         return _multi_turn(
             rng, n, float(rate), arrival, float(burstiness), int(input_len), int(output_len),

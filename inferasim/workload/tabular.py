@@ -472,6 +472,50 @@ def _csv_values(values: list[Any], field: str, lines: np.ndarray, source: str) -
     return out
 
 
+def session_columns_as_csv(
+    session: list[Any] | None, turn: list[Any] | None, arrival: np.ndarray, source: str
+) -> dict[str, np.ndarray]:
+    """``session_id`` / ``turn`` of per-request values (``Workload.from_requests``),
+    checked as a CSV's are and refused unless :func:`write_table` writes them as
+    text that :func:`read_table` reads back as the same ids.
+
+    Messages name the 0-based request (``request i``) and the field. A string
+    id that reads back as something else (``"01"`` and ``"1"`` both read as
+    the number 1, ``" a"`` as ``"a"``, ``"nan"`` as a missing value) is an
+    error here, at the first step of the round trip, not at ``from_csv``.
+
+    Examples
+    --------
+    >>> cols = session_columns_as_csv(["a", "b", "a"], None, np.array([0.0, 1, 2]), "t")
+    >>> cols["session_id"].tolist(), cols["turn"].tolist()
+    (['a', 'b', 'a'], [1, 1, 2])
+    >>> session_columns_as_csv(["1", "01"], None, np.array([0.0, 1]), "t")
+    Traceback (most recent call last):
+    ...
+    inferasim.errors.WorkloadError: t, request 0, field 'session_id': the session id '1' is written to CSV as 1, which from_csv reads back as the number 1: give session ids as numbers, or as strings that do not read as numbers and have no surrounding spaces
+    """
+    index = np.arange(arrival.size, dtype=np.int64)
+    cols = session_columns(session, turn, arrival, index, source, unit="request")
+    if not cols:
+        return cols
+    sid = cols["session_id"]
+    if sid.dtype != object:
+        return cols  # (whole numbers: written as digits, read back as the same ints)
+    texts = [str(v) for v in sid.tolist()]
+    back = session_columns(_csv_values([t.strip() for t in texts], "session_id", index, source),
+                           None, arrival, index, source, unit="request")["session_id"]
+    for i, (a, b) in enumerate(zip(sid.tolist(), back.tolist(), strict=True)):
+        if a != b:
+            shown = f"the number {b}" if isinstance(b, int) or not isinstance(b, str) else repr(b)
+            raise WorkloadError(
+                f"the session id {a!r} is written to CSV as {texts[i].strip() or '(nothing)'}, "
+                f"which from_csv reads back as {shown}: give session ids as numbers, or as "
+                "strings that do not read as numbers and have no surrounding spaces",
+                source=source, line=i, field="session_id", unit="request",
+            )
+    return cols
+
+
 def _maybe_numeric(values: list[Any]) -> np.ndarray:
     arr = np.asarray(values, dtype=object)
     types = set(map(type, values))
