@@ -87,18 +87,18 @@ def _check_part(part: Path) -> tuple[list[dict[str, Any]] | None, str]:
     except Exception as exc:  # ArrowInvalid, OSError: truncated, not Parquet, unreadable
         return None, f"unreadable ({type(exc).__name__}: {exc})"
     if table.num_rows != 1:
-        return None, f"holds {table.num_rows} rows instead of one"
+        return None, f"not one run (it holds {table.num_rows} rows)"
     if "key" not in table.column_names:
-        return None, "has no 'key' column"
+        return None, "without a 'key' column"
     key = str(table.column("key")[0].as_py())
     if part.name != f"part-{key}.parquet":
-        return None, f"holds the run with key {key}, not the one its name says"
+        return None, f"the run with key {key}, not the one its name says"
     meta = table.schema.metadata or {}
     if _DIGEST_KEY in meta:
         stored = meta[_DIGEST_KEY].decode()
         plain = table.replace_schema_metadata(None)
         if _row_digest(plain) != stored:
-            return None, "fails its content check (its values are not the ones written)"
+            return None, "corrupted: its values fail the content check (not the ones written)"
     return table.to_pandas().to_dict("records"), ""
 
 
