@@ -18,12 +18,19 @@ workload at 4 req/s".
 from __future__ import annotations
 
 import argparse
+import math
 from typing import Any
 
 from inferasim.workload import Workload
 from inferasim.workload.loaders import DEFAULT_SYNTHETIC, load_workload
 
-__all__ = ["GENERATOR_HELP", "add_workload_arguments", "check_workload_arguments", "workload_from_args"]
+__all__ = [
+    "GENERATOR_HELP",
+    "add_workload_arguments",
+    "check_workload_arguments",
+    "positive_factor",
+    "workload_from_args",
+]
 
 #: Help text of each generator option (the default is appended by the CLI's formatter).
 GENERATOR_HELP: dict[str, str] = {
@@ -51,6 +58,30 @@ def _flag(name: str) -> str:
     return "--" + name.replace("_", "-")
 
 
+def positive_factor(text: str) -> float:
+    """An argparse ``type``: a positive finite number (else a usage error naming the flag).
+
+    argparse prefixes the message with the option, e.g. ``argument
+    --time-scale: must be a positive finite number, got 'nan'``.
+
+    Examples
+    --------
+    >>> positive_factor("0.5")
+    0.5
+    >>> positive_factor("nan")
+    Traceback (most recent call last):
+    ...
+    argparse.ArgumentTypeError: must be a positive finite number, got 'nan'
+    """
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number, got {text!r}") from None
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"must be a positive finite number, got {text!r}")
+    return value
+
+
 def add_workload_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the workload-source options: ``SOURCE``/``--trace`` or the generator group.
 
@@ -66,7 +97,7 @@ def add_workload_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--trace", metavar="SOURCE", default=None, help="same as SOURCE")
     parser.add_argument(
         "--time-scale",
-        type=float,
+        type=positive_factor,
         default=1.0,
         help="multiply arrival times by this factor (<1 compresses the trace: more load)",
     )

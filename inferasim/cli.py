@@ -7,6 +7,14 @@ file, an invalid setting). ``--debug`` shows the traceback instead.
 
 A subcommand implemented elsewhere is a module with ``add_arguments(parser)``
 and ``run(args) -> int``, listed in ``_EXTERNAL``.
+
+Ctrl-C at any moment (also while the first imports run, which take most of
+a second) ends the command with one line, ``inferasim: interrupted``, and
+exit status 130: the entry point (:mod:`inferasim._entry`) handles SIGINT
+from its first instruction until the imports are done
+(:mod:`inferasim._interrupt`), then :func:`main` catches the
+KeyboardInterrupt around the work. This module imports nothing
+heavy at its top.
 """
 
 from __future__ import annotations
@@ -17,9 +25,6 @@ import sys
 import traceback
 from collections.abc import Sequence
 from importlib import import_module
-
-from inferasim._cli_workload import add_workload_arguments, check_workload_arguments
-from inferasim._format import format_summary
 
 __all__ = ["build_parser", "main"]
 
@@ -67,6 +72,7 @@ def _version() -> str:
 
 def _describe(args: argparse.Namespace) -> int:
     from inferasim._cli_workload import workload_from_args
+    from inferasim._format import format_summary
 
     wl = workload_from_args(args)
     d = wl.describe()
@@ -110,6 +116,8 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     >>> build_parser().parse_args(["describe", "conversation"]).source
     'conversation'
     """
+    from inferasim._cli_workload import add_workload_arguments
+
     wanted = None if argv is None else {a for a in argv if not a.startswith("-")}
     parser = _Parser(
         prog="inferasim",
@@ -163,7 +171,7 @@ def _one_line(exc: BaseException) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line; returns the exit status (0 ok, 1 error, 2 usage).
+    """Run the command line; returns the exit status (0 ok, 1 error, 2 usage, 130 Ctrl-C).
 
     Examples
     --------
@@ -172,6 +180,24 @@ def main(argv: Sequence[str] | None = None) -> int:
       requests ...
     0
     """
+    try:  # the first instruction: Ctrl-C while the imports below run is one line too
+        return _main(argv)
+    except KeyboardInterrupt:
+        return _interrupted()
+
+
+def _interrupted() -> int:
+    try:
+        print("inferasim: interrupted", file=sys.stderr)
+    except (KeyboardInterrupt, OSError):  # a second Ctrl-C, or stderr closed
+        pass
+    return 130
+
+
+def _main(argv: Sequence[str] | None) -> int:
+    from inferasim._cli_workload import check_workload_arguments
+    from inferasim._interrupt import work_begins
+
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser(argv)
     try:
@@ -185,6 +211,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 args.parser.error(problem)
             except SystemExit as stop:
                 return int(stop.code or 2)
+    work_begins()  # from here on Ctrl-C is a KeyboardInterrupt (caught by main)
     try:
         return int(args.func(args) or 0)
     except BrokenPipeError:  # output piped into `head` and the like: stop quietly
@@ -192,8 +219,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.dup2(devnull, sys.stdout.fileno())
         return 0
     except KeyboardInterrupt:
-        print("inferasim: interrupted", file=sys.stderr)
-        return 130
+        raise
     except Exception as exc:
         if args.debug:
             traceback.print_exc()

@@ -225,12 +225,17 @@ def test_console_script_in_a_subprocess(tmp_path):
 
 @pytest.mark.parametrize(("flag", "value", "words"), [
     ("--rate", "0", "rate must be > 0"),
-    ("--time-scale", "-2", "factor must be a positive"),
     ("--range-ratio", "1.5", "range_ratio must be in"),
 ])
 def test_bad_synthetic_option_exits_1(capsys, flag, value, words):
     code, out, err = run(capsys, "--num-requests", "5", flag, value)
     assert code == 1 and out == "" and words in err
+
+
+def test_bad_time_scale_is_a_usage_error_naming_the_flag(capsys):
+    # (it used to be exit 1 with "factor must be a positive ..."; see test_cli_interrupt.py)
+    code, out, err = run(capsys, "--num-requests", "5", "--time-scale", "-2")
+    assert code == 2 and out == "" and "argument --time-scale: must be a positive finite" in err
 
 
 # ---------------------------------------------- fixed bugs 6a-6c (see notes)

@@ -30,12 +30,16 @@ LAYERS: dict[str, int] = {
     "_format": 0,
     "style": 0,
     "_run_options": 0,  # Simulator.run's option names (sim.topology, sweep and plan check run=)
+    "_interrupt": 0,  # Ctrl-C while the command starts (the entry point and cli)
     "workload": 1,
     "traces": 1,
     "reuse": 2,
     "sim": 3,
     "sweep": 4,
     "plan": 4,
+    "_pool": 4,  # sweep's process pool
+    "_sweep_store": 4,  # sweep's Parquet store
+    "_code_identity": 4,  # what identifies user code in sweep's store keys
     "studies": 5,
     "plots": 6,
     "widgets": 7,
@@ -43,6 +47,7 @@ LAYERS: dict[str, int] = {
     "cli": 9,
     "_cli_workload": 1,  # the command line's workload flags (used by sim.command too)
     "__main__": 9,
+    "_entry": 9,  # the console script's entry point
     "": 9,  # the package itself (inferasim/__init__.py): the public facade
 }
 
