@@ -24,15 +24,15 @@ True
 from __future__ import annotations
 
 from importlib import import_module
-from typing import Any
 
 from inferasim.errors import TraceNotFoundError, WorkloadError
-from inferasim.workload import Workload
 
 __version__ = "0.1.0"
 
-# Heavier parts load on first use so `import inferasim` stays quick.
+# Everything that needs numpy or pandas loads on first use, so `import inferasim`
+# stays quick and the `inferasim` command handles Ctrl-C from its first instruction.
 _LAZY = {
+    "Workload": "inferasim.workload",
     "Simulator": "inferasim.sim",
     "SimResult": "inferasim.sim",
     "LinearCostModel": "inferasim.sim",
@@ -51,11 +51,12 @@ __all__ = [
     "Workload",
     "WorkloadError",
     "TraceNotFoundError",
-    *_LAZY,
+    *(name for name in _LAZY if name != "Workload"),
 ]
 
 
 _SUBMODULES = {
+    "workload": "inferasim.workload",
     "reuse": "inferasim.reuse",
     "plots": "inferasim.plots",
     "studies": "inferasim.studies",
@@ -69,7 +70,7 @@ _SUBMODULES = {
 }
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
     if name in _LAZY:
         return getattr(import_module(_LAZY[name]), name)
     if name in _SUBMODULES:

@@ -1,6 +1,6 @@
 """``python -m inferasim``: the ``inferasim`` command."""
 
-from inferasim.cli import main
+from inferasim._entry import main
 
 if __name__ == "__main__":
     raise SystemExit(main())

@@ -24,7 +24,12 @@ from inferasim._cli_types import integer, number
 from inferasim.workload import Workload
 from inferasim.workload.loaders import DEFAULT_SYNTHETIC, load_workload
 
-__all__ = ["GENERATOR_HELP", "add_workload_arguments", "check_workload_arguments", "workload_from_args"]
+__all__ = [
+    "GENERATOR_HELP",
+    "add_workload_arguments",
+    "check_workload_arguments",
+    "workload_from_args",
+]
 
 #: Help text of each generator option (the default is appended by the CLI's formatter).
 GENERATOR_HELP: dict[str, str] = {

@@ -7,6 +7,14 @@ file, an invalid setting). ``--debug`` shows the traceback instead.
 
 A subcommand implemented elsewhere is a module with ``add_arguments(parser)``
 and ``run(args) -> int``, listed in ``_EXTERNAL``.
+
+Ctrl-C at any moment (also while the first imports run, which take most of
+a second) ends the command with one line, ``inferasim: interrupted``, and
+exit status 130: the entry point (:mod:`inferasim._entry`) handles SIGINT
+from its first instruction until the imports are done
+(:mod:`inferasim._interrupt`), then :func:`main` catches the
+KeyboardInterrupt around the work. This module imports nothing
+heavy at its top.
 """
 
 from __future__ import annotations
@@ -18,9 +26,6 @@ import traceback
 import warnings
 from collections.abc import Sequence
 from importlib import import_module
-
-from inferasim._cli_workload import add_workload_arguments, check_workload_arguments
-from inferasim._format import format_summary
 
 __all__ = ["build_parser", "main"]
 
@@ -68,6 +73,7 @@ def _version() -> str:
 
 def _describe(args: argparse.Namespace) -> int:
     from inferasim._cli_workload import workload_from_args
+    from inferasim._format import format_summary
 
     wl = workload_from_args(args)
     d = wl.describe()
@@ -114,6 +120,8 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     >>> build_parser().parse_args(["describe", "conversation"]).source
     'conversation'
     """
+    from inferasim._cli_workload import add_workload_arguments
+
     wanted = None if argv is None else {a for a in argv if not a.startswith("-")}
     parser = _Parser(
         prog="inferasim",
@@ -182,7 +190,7 @@ def _show_warning(message: Warning | str, category: type[Warning], *_: object, *
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line; returns the exit status (0 ok, 1 error, 2 usage).
+    """Run the command line; returns the exit status (0 ok, 1 error, 2 usage, 130 Ctrl-C).
 
     Examples
     --------
@@ -191,6 +199,24 @@ def main(argv: Sequence[str] | None = None) -> int:
       requests ...
     0
     """
+    try:  # the first instruction: Ctrl-C while the imports below run is one line too
+        return _main(argv)
+    except KeyboardInterrupt:
+        return _interrupted()
+
+
+def _interrupted() -> int:
+    try:
+        print("inferasim: interrupted", file=sys.stderr)
+    except (KeyboardInterrupt, OSError):  # a second Ctrl-C, or stderr closed
+        pass
+    return 130
+
+
+def _main(argv: Sequence[str] | None) -> int:
+    from inferasim._cli_workload import check_workload_arguments
+    from inferasim._interrupt import work_begins
+
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser(argv)
     try:
@@ -204,6 +230,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 args.parser.error(problem)
             except SystemExit as stop:
                 return int(stop.code or 2)
+    work_begins()  # from here on Ctrl-C is a KeyboardInterrupt (caught by main)
     try:
         with warnings.catch_warnings():
             warnings.showwarning = _show_warning
@@ -213,8 +240,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.dup2(devnull, sys.stdout.fileno())
         return 0
     except KeyboardInterrupt:
-        print("inferasim: interrupted", file=sys.stderr)
-        return 130
+        raise
     except Exception as exc:
         if args.debug:
             traceback.print_exc()

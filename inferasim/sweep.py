@@ -21,9 +21,13 @@ inferasim.sweep`` never hides the function behind the module.
 to every run as ``run={...}``.
 
 **Executors.** ``executor=None`` runs in this process; ``"processes"`` runs
-on a :class:`concurrent.futures.ProcessPoolExecutor` with one worker per
-available core, each worker receiving the workloads once (through the pool
-initializer); any other :class:`concurrent.futures.Executor` gets one task
+on a pool of worker processes, one per available core, each receiving the
+workloads once when it starts and then one run at a time. When a worker
+dies (the out-of-memory killer's SIGKILL, a crash in a native library),
+only the run it held is affected: the other workers go on, a new worker
+replaces it, and that run is retried once alone after all the others; if
+its worker dies again the row's ``error`` says how (``WorkerDied: ... was
+killed by signal SIGKILL ...``). Any other :class:`concurrent.futures.Executor` gets one task
 per run with its workload (a thread pool shares it; a user process pool
 pickles it with every task). A ``dask.distributed.Client`` is used
 natively: every workload is scattered once to every worker
@@ -45,13 +49,22 @@ on. The ``error`` column is always there (missing when the run worked).
 
 **Store.** ``store="results.parquet"`` names a Parquet *dataset folder*:
 every finished run is written at once as its own file ``part-<key>.parquet``
-(written to a temporary name, then renamed, so an interrupted sweep never
-leaves half a file), and a rerun loads the runs already there instead of
-running them again. ``key`` (a column of the frame) is the sha256 of the
-configuration, the load, the metrics asked for, the workload's name and
-:func:`fingerprint`. Failed runs are not stored: a rerun retries them.
-Rows of other grids in the same folder are kept on disk and left out of the
-frame. :func:`read_store` reads a whole folder back.
+(to a temporary name, synced to disk, then renamed, so a sweep killed at
+any instant leaves whole parts or none), and a rerun loads the runs already
+there instead of running them again. On resume every part is checked (it
+must read, hold its own key and match the sha256 of its values kept in its
+metadata); a truncated or corrupted part is moved to ``quarantine/`` in the
+folder with a :class:`StoreWarning` naming it, and its run runs again (only
+it). ``key`` (a column of the frame) is the sha256 of the configuration,
+the load, the metrics asked for, the workload's name and
+:func:`fingerprint`; a function in the configuration (a router, an
+admission policy, a ``metrics`` callable) counts by its module, name *and
+code* (bytecode, constants, defaults, the values of its closure and of the
+globals it reads), so two functions of the same name never share a key,
+and one whose code or captured values cannot be described is refused.
+Failed runs are not stored: a rerun retries them. Rows of other grids in
+the same folder are kept on disk and left out of the frame.
+:func:`read_store` reads a whole folder back.
 
 Examples
 --------
@@ -70,6 +83,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import functools
 import hashlib
 import itertools
 import json
@@ -79,7 +93,7 @@ import sys
 import types
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from concurrent.futures import Executor, ProcessPoolExecutor
+from concurrent.futures import Executor
 from concurrent.futures import as_completed as _cf_as_completed
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -87,11 +101,14 @@ from typing import Any, NamedTuple
 import numpy as np
 import pandas as pd
 
+from inferasim._code_identity import class_identity, function_identity, is_library
+from inferasim._pool import run_in_processes
 from inferasim._run_options import RUN_OPTIONS, run_options
+from inferasim._sweep_store import StoreWarning, read_rows, require_pyarrow, store_dir, write_row
 from inferasim._validate import slo_ms
 from inferasim.workload import Workload
 
-__all__ = ["sweep", "fingerprint", "read_store", "seed_of"]
+__all__ = ["sweep", "fingerprint", "read_store", "seed_of", "StoreWarning"]
 
 _KEY_VERSION = 1
 _LOAD_FORMS = ("scale_time", "load", "rate")
@@ -142,29 +159,55 @@ def fingerprint(workload: Workload) -> str:
     return h.hexdigest()
 
 
-def _token(value: Any, where: str) -> Any:
-    """A JSON-able, process-independent description of a parameter value."""
+def _token(value: Any, where: str, code: bool = False) -> Any:
+    """A JSON-able, process-independent description of a parameter value.
+
+    With ``code`` (store keys), functions and user classes are described by
+    their code too (:mod:`inferasim._code_identity`); without (seeds), by
+    module and name.
+    """
     if value is None or isinstance(value, (bool, str)):
         return value
     if isinstance(value, np.generic):
-        return _token(value.item(), where)
+        return _token(value.item(), where, code)
     if isinstance(value, int):
         return value
     if isinstance(value, float):
         return {"float": repr(value)}
     if isinstance(value, (list, tuple)):
-        return [_token(v, f"{where}[{i}]") for i, v in enumerate(value)]
+        return [_token(v, f"{where}[{i}]", code) for i, v in enumerate(value)]
     if isinstance(value, Mapping):
-        return {"dict": sorted((str(k), _token(v, f"{where}[{k!r}]")) for k, v in value.items())}
+        return {
+            "dict": sorted((str(k), _token(v, f"{where}[{k!r}]", code)) for k, v in value.items())
+        }
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         cls = type(value)
-        return {
+        out = {
             "dataclass": f"{cls.__module__}.{cls.__qualname__}",
             "fields": [
-                (f.name, _token(getattr(value, f.name), f"{where}.{f.name}"))
+                (f.name, _token(getattr(value, f.name), f"{where}.{f.name}", code))
                 for f in dataclasses.fields(value)
             ],
         }
+        if code and not is_library(cls.__module__):
+            out["class"] = class_identity(cls, where, _code_token)
+        return out
+    if code:
+        if isinstance(value, types.FunctionType):
+            return function_identity(value, where, _code_token)
+        if isinstance(value, type):
+            return class_identity(value, where, _code_token)
+        if isinstance(value, types.MethodType):
+            return {
+                "method": _token(value.__func__, where, code),
+                "self": _token(value.__self__, f"{where} (bound to)", code),
+            }
+        if isinstance(value, functools.partial):
+            return {
+                "partial": _token(value.func, where, code),
+                "args": _token(value.args, f"{where} (arguments)", code),
+                "keywords": _token(value.keywords, f"{where} (keywords)", code),
+            }
     if isinstance(value, (types.FunctionType, types.BuiltinFunctionType, type)):
         return {"callable": f"{value.__module__}.{value.__qualname__}"}
     text = _repr(value)
@@ -174,7 +217,29 @@ def _token(value: Any, where: str) -> Any:
             "memory address and its constructor's arguments are not all attributes): give "
             "it a repr naming its parameters, or make it a dataclass"
         )
-    return {"repr": f"{type(value).__module__}.{type(value).__qualname__}:{text}"}
+    cls = type(value)
+    out = {"repr": f"{cls.__module__}.{cls.__qualname__}:{text}"}
+    if code and not is_library(cls.__module__):
+        out["class"] = class_identity(cls, where, _code_token)
+    return out
+
+
+def _key_token(value: Any, where: str, store: Path | None) -> Any:
+    """The store-key description of a value: with its code; refused for a store
+    when the code cannot be described (without a store, by name instead)."""
+    try:
+        return _token(value, where, code=True)
+    except ValueError as exc:
+        if store is not None:
+            raise ValueError(
+                f"store= cannot identify what runs, so a rerun could return another "
+                f"configuration's metrics: {exc}"
+            ) from None
+        return {"unidentified": _token(value, where)}
+
+
+def _code_token(value: Any, where: str) -> Any:
+    return _token(value, where, code=True)
 
 
 def _repr(value: Any) -> str | None:
@@ -211,12 +276,6 @@ def _repr(value: Any) -> str | None:
     if " at 0x" in args:
         return None
     return f"{cls.__qualname__}({args})"
-
-
-def _callable_name(fn: Any) -> str:
-    """Module and name of a function, or of a callable object's class."""
-    owner = fn if hasattr(fn, "__qualname__") else type(fn)
-    return f"callable:{owner.__module__}.{owner.__qualname__}"
 
 
 def _digest(obj: Any) -> str:
@@ -502,16 +561,14 @@ def _execute(
                 f"executor must be None, 'processes', a concurrent.futures.Executor or a "
                 f"dask.distributed.Client, got {executor!r}"
             )
-        pool = ProcessPoolExecutor(
-            max_workers=min(_cpus(), len(tasks)),
-            initializer=_init_worker,
+        yield from run_in_processes(
+            tasks,
+            workers=min(_cpus(), len(tasks)),
+            init=_init_worker,
             initargs=(workloads,),
+            run=_run_in_worker,
+            index=lambda t: t.index,
         )
-        futures = {pool.submit(_run_in_worker, t): t for t in tasks}
-        try:
-            yield from _collect(futures)
-        finally:
-            pool.shutdown(wait=True, cancel_futures=True)
         return
     if isinstance(executor, Executor):
         futures = {executor.submit(_run_task, workloads[t.workload], t): t for t in tasks}
@@ -568,44 +625,6 @@ def _execute_dask(
 
 
 # ----------------------------------------------------------------- store
-def _require_pyarrow() -> None:
-    try:
-        import pyarrow  # noqa: F401
-    except ImportError:
-        raise ImportError(
-            "store= needs pyarrow: pip install 'inferasim[parquet]'"
-        ) from None
-
-
-def _store_dir(store: str | os.PathLike[str]) -> Path:
-    path = Path(store)
-    if path.exists() and not path.is_dir():
-        raise ValueError(
-            f"store {str(path)!r} is a file; a sweep store is a folder of Parquet files "
-            "(a Parquet dataset): give a new path"
-        )
-    return path
-
-
-def _read_rows(path: Path) -> dict[str, dict[str, Any]]:
-    rows: dict[str, dict[str, Any]] = {}
-    if not path.is_dir():
-        return rows
-    for part in sorted(path.glob("part-*.parquet")):
-        frame = pd.read_parquet(part)
-        for rec in frame.to_dict("records"):
-            rows[str(rec["key"])] = {k: _py(v) for k, v in rec.items()}
-    return rows
-
-
-def _write_row(path: Path, row: dict[str, Any]) -> None:
-    path.mkdir(parents=True, exist_ok=True)
-    final = path / f"part-{row['key']}.parquet"
-    tmp = path / f".part-{row['key']}.{os.getpid()}.tmp"
-    pd.DataFrame([row]).to_parquet(tmp, index=False)
-    os.replace(tmp, final)
-
-
 def read_store(store: str | os.PathLike[str]) -> pd.DataFrame:
     """Every run kept in a sweep store folder, one row each, in no set order.
 
@@ -629,9 +648,9 @@ def read_store(store: str | os.PathLike[str]) -> pd.DataFrame:
     >>> sorted(read_store(folder)["replicas"].tolist())
     [1, 2]
     """
-    _require_pyarrow()
-    rows = list(_read_rows(_store_dir(store)).values())
-    return pd.DataFrame(rows)
+    require_pyarrow()
+    rows, _ = read_rows(store_dir(store), quarantine=False)
+    return pd.DataFrame(list(rows.values()))
 
 
 # ----------------------------------------------------------------- sweep
@@ -682,8 +701,8 @@ def sweep(
         ``input_tok_s``. A list keeps those names only. A callable
         ``f(result) -> dict`` computes the metrics itself (for the process
         and Dask executors it must be picklable: a module-level function).
-        The store knows a callable by its module and name only: after
-        changing its code, use a new store.
+        The store knows a callable by its module, name and code (see the
+        module docstring): after a change to it, its runs run again.
     executor : None, "processes", Executor or dask.distributed.Client
         Where the runs go (see the module docstring). Same frame on each.
     progress : bool, default True
@@ -712,7 +731,8 @@ def sweep(
         metrics, ``error`` (missing unless the run failed) and ``key`` (the
         run's store key). ``frame.attrs["runs"]`` counts the simulations
         run by this call, ``frame.attrs["stored"]`` the rows read from the
-        store.
+        store, ``frame.attrs["quarantined"]`` the paths of the bad parts it
+        found (moved to ``quarantine/``).
 
     Examples
     --------
@@ -770,19 +790,19 @@ def sweep(
     slo = (slo_ttft_ms, slo_tpot_ms)
     path = None
     if store is not None:
-        _require_pyarrow()
-        path = _store_dir(store)
+        require_pyarrow()
+        path = store_dir(store)
 
     prints = {name: fingerprint(wl) for name, wl in workloads.items()}
-    config_tokens = [_token(c, f"configuration {i}") for i, c in enumerate(configs)]
     seeds = [seed_of(c) for c in configs]
-    metrics_token = _callable_name(metrics) if callable(metrics) else _token(metrics, "metrics")
+    key_tokens = [_key_token(c, f"configuration {i}", path) for i, c in enumerate(configs)]
+    metrics_token = _key_token(metrics, "metrics", path)
     tasks: list[_Task] = []
     heads: list[dict[str, Any]] = []
     keys: list[str] = []
     for name, wl in workloads.items():
         offered = _offered_rps(wl)
-        for c, ctok, seed in zip(configs, config_tokens, seeds, strict=True):
+        for c, ctok, seed in zip(configs, key_tokens, seeds, strict=True):
             params = {**c, "seed": seed}
             for scale, mult in loads[name]:
                 key = _digest(
@@ -805,7 +825,7 @@ def sweep(
                 heads.append(head)
                 keys.append(key)
 
-    stored = _read_rows(path) if path is not None else {}
+    stored, bad = read_rows(path, quarantine=True) if path is not None else ({}, [])
     results: dict[int, dict[str, Any]] = {}
     todo = []
     for t, key in zip(tasks, keys, strict=True):
@@ -820,7 +840,7 @@ def sweep(
         for index, values, error in _execute(todo, workloads, executor, bar):
             row = {**heads[index], **values, "error": error, "key": keys[index]}
             if path is not None and error is None:
-                _write_row(path, row)
+                write_row(path, row)
             results[index] = row
             bar.update(1)
     finally:
@@ -836,6 +856,7 @@ def sweep(
     frame = pd.DataFrame.from_records(rows, columns=columns)
     frame.attrs["runs"] = len(todo)
     frame.attrs["stored"] = n_stored
+    frame.attrs["quarantined"] = [str(p) for p in bad]
     return frame
 
 

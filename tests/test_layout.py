@@ -31,12 +31,16 @@ LAYERS: dict[str, int] = {
     "style": 0,
     "_validate": 0,  # one check per kind of user number (durations, rates, SLOs, seeds)
     "_run_options": 0,  # Simulator.run's option names (sim.topology, sweep and plan check run=)
+    "_interrupt": 0,  # Ctrl-C while the command starts (the entry point and cli)
     "workload": 1,
     "traces": 1,
     "reuse": 2,
     "sim": 3,
     "sweep": 4,
     "plan": 4,
+    "_pool": 4,  # sweep's process pool
+    "_sweep_store": 4,  # sweep's Parquet store
+    "_code_identity": 4,  # what identifies user code in sweep's store keys
     "studies": 5,
     "plots": 6,
     "widgets": 7,
@@ -46,6 +50,7 @@ LAYERS: dict[str, int] = {
     "_cli_workload": 1,  # the command line's workload flags (used by sim.command too)
     "_cli_types": 0,  # argparse types of the command line's flags (no imports)
     "__main__": 9,
+    "_entry": 9,  # the console script's entry point
     "": 9,  # the package itself (inferasim/__init__.py): the public facade
 }
 

@@ -66,7 +66,7 @@ def test_rows_in_grid_order_with_configuration_columns(serial):
     assert got == want
     assert serial["cost_model"].unique().tolist() == [repr(COST)]
     assert serial["error"].isna().all()
-    assert serial.attrs == {"runs": 12, "stored": 0}
+    assert serial.attrs == {"runs": 12, "stored": 0, "quarantined": []}
     # the summary metrics and the extras are there
     for col in ("ttft_ms_p99", "tpot_ms_p50", "e2e_ms_p90", "token_hit_ratio",
                 "throughput_rps", "gpus", "input_tok_s"):
@@ -194,41 +194,38 @@ def test_store_resume_runs_only_missing_configurations(wl, serial, tmp_path: Pat
     parts = sorted(store.glob("part-*.parquet"))
     assert len(parts) == 12
     again = ism.sweep(wl, GRID, load=LOAD, progress=False, store=store)
-    assert again.attrs == {"runs": 0, "stored": 12}
+    assert again.attrs == {"runs": 0, "stored": 12, "quarantined": []}
     frames_equal(again, serial)
     # lose four runs: only those four run again, and the frame is the same
     for p in parts[::3]:
         p.unlink()
     resumed = ism.sweep(wl, GRID, load=LOAD, progress=False, store=store)
-    assert resumed.attrs == {"runs": 4, "stored": 8}
+    assert resumed.attrs == {"runs": 4, "stored": 8, "quarantined": []}
     frames_equal(resumed, serial)
     assert len(read_store(store)) == 12
 
 
-class _Interrupt:
-    """A metrics function that stops the sweep (Ctrl-C) at its n-th run."""
-
-    def __init__(self, at: int) -> None:
-        self.at, self.calls = at, 0
-
-    def __call__(self, res) -> dict:
-        self.calls += 1
-        if self.calls == self.at:
-            raise KeyboardInterrupt
-        return {"p99": float(res.requests["ttft_ms"].quantile(0.99))}
-
-
-def test_interrupted_sweep_resumes(wl, tmp_path: Path):
+def test_interrupted_sweep_resumes(wl, tmp_path: Path, monkeypatch):
+    # Ctrl-C arrives during the 5th run (the run itself is not part of any key)
     store = tmp_path / "runs.parquet"
-    stop = _Interrupt(at=5)
+    real = sweep_module._run_task
+    calls = []
+
+    def interrupted_at_fifth(workload, task):
+        calls.append(task.index)
+        if len(calls) == 5:
+            raise KeyboardInterrupt
+        return real(workload, task)
+
+    monkeypatch.setattr(sweep_module, "_run_task", interrupted_at_fifth)
     with pytest.raises(KeyboardInterrupt):
-        ism.sweep(wl, GRID, load=LOAD, metrics=stop, progress=False, store=store)
+        ism.sweep(wl, GRID, load=LOAD, progress=False, store=store)
     assert len(list(store.glob("part-*.parquet"))) == 4  # runs 1-4 finished and were kept
     assert not list(store.glob(".part-*"))  # no half-written file
-    go_on = _Interrupt(at=-1)
-    df = ism.sweep(wl, GRID, load=LOAD, metrics=go_on, progress=False, store=store)
-    assert df.attrs == {"runs": 8, "stored": 4} and go_on.calls == 8
-    assert df["p99"].notna().all()
+    monkeypatch.setattr(sweep_module, "_run_task", real)
+    df = ism.sweep(wl, GRID, load=LOAD, progress=False, store=store)
+    assert df.attrs == {"runs": 8, "stored": 4, "quarantined": []}
+    assert df["ttft_ms_p99"].notna().all()
 
 
 def test_store_key_depends_on_workload_content(wl, tmp_path: Path):
@@ -247,7 +244,7 @@ def test_failed_runs_are_not_stored_and_retry(wl, tmp_path: Path):
     df = ism.sweep(wl, grid, progress=False, store=store)
     assert df["error"].notna().tolist() == [False, True]
     again = ism.sweep(wl, grid, progress=False, store=store)
-    assert again.attrs == {"runs": 1, "stored": 1}
+    assert again.attrs == {"runs": 1, "stored": 1, "quarantined": []}
 
 
 def test_fingerprint_covers_the_simulated_arrays(wl):

@@ -57,7 +57,7 @@ def serial(wl) -> pd.DataFrame:
 def test_dask_frame_equals_in_process(client, wl, serial):
     df = ism.sweep(wl, GRID, load=LOAD, executor=client, progress=False)
     frames_equal(df, serial)
-    assert df.attrs == {"runs": 12, "stored": 0}
+    assert df.attrs == {"runs": 12, "stored": 0, "quarantined": []}
 
 
 def test_dask_failing_configuration_gives_an_error_row(client, wl):
@@ -79,7 +79,7 @@ def test_dask_resumes_a_partial_store(client, wl, serial, tmp_path: Path):
     for p in parts[1::4]:  # lose 3 of 12
         p.unlink()
     df = ism.sweep(wl, GRID, load=LOAD, executor=client, progress=False, store=store)
-    assert df.attrs == {"runs": 3, "stored": 9}
+    assert df.attrs == {"runs": 3, "stored": 9, "quarantined": []}
     frames_equal(df, serial)
     assert len(list(store.glob("part-*.parquet"))) == 12
 
