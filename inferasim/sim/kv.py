@@ -19,8 +19,8 @@ request's KV is, in the spirit of vLLM's ``KVCacheManager``:
   tiers and starts the transfers; :meth:`KVManager.finish_loading` caches
   the delivered blocks.
 * **Caching computed blocks.** :meth:`KVManager.cache_computed` registers the
-  full prompt blocks a step computed (and writes them through to the first
-  tier when it is written through).
+  full prompt blocks a step computed (and keeps them for the tiers written
+  through, which :meth:`ReplicaTiers.flush` writes in bulk when the step ends).
 """
 
 from __future__ import annotations
@@ -181,7 +181,7 @@ class KVManager:
             by_tier[tiers.where(h)].append(h)
         for k, hs in enumerate(by_tier):
             if hs:
-                tiers.take(k, hs)
+                tiers.take(k, hs, t)
         seq.lower = lower
         seq.mixed = bool(mid)
         seq.loads = tiers.start_loads(t, counts, seq)
