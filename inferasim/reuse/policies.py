@@ -21,8 +21,8 @@ One request on replica ``p``, HBM ``C`` blocks per replica:
 2. **Loads.** Tier by tier, the blocks found there are taken: a per-replica
    evict tier gives them up (a block lives in at most one of HBM and those
    tiers), a shared or through tier keeps its copy and refreshes it; the
-   through tiers with ``publish="all"`` other than that tier are written the
-   blocks.
+   through tiers with ``publish="all"`` (by default the shared ones) other
+   than that tier are written the blocks.
 3. **Room.** The request holds ``ceil((input_len + output_len - 1) /
    block_size)`` blocks at its peak; HBM evicts as many of its least
    recently used blocks as needed to fit them (never the request's own
@@ -71,7 +71,9 @@ class _Spec:
             self.write = tier.write if tier.write is not None else (
                 "through" if self.shared else "evict"
             )
-            self.publish = getattr(tier, "publish", "computed")
+            self.publish = getattr(tier, "publish", None)
+            if self.publish is None:  # (the Tier default: a shared tier publishes all)
+                self.publish = "all" if self.shared else "computed"
         except AttributeError as exc:
             raise TypeError(
                 f"{where} must have name, capacity_tokens, shared and write (an "
@@ -102,7 +104,7 @@ class _Stack:
         self.below = [j if j >= 0 and evict[j] else -1 for j in below]
         self.first_evict = self.active[0] if self.active and evict[self.active[0]] else -1
         self.through = [k for k in self.active if not evict[k]]
-        self.publish = [k for k in self.through if specs[k].publish == "all"]
+        self.publish = [k for k in self.through if specs[k].publish == "all"]  # (through only)
         self.exclusive = [not s.shared and evict[k] for k, s in enumerate(specs)]
 
     def store(self, k: int, p: int) -> OrderedDict[Any, None]:

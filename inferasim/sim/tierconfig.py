@@ -57,11 +57,15 @@ class Tier:
         the tier below if that one is an evict tier). Default: ``"through"``
         for a shared tier (Mooncake Store, LMCache remote and Dynamo's G3
         publish what a prefill computes), ``"evict"`` otherwise.
-    publish : {"computed", "all"}, default "computed"
+    publish : {"computed", "all"}, optional
         With ``write="through"``: write only the blocks this replica
-        computed, or also the blocks it loaded from the other tiers (into
-        HBM, when the load starts; the tier's copy of what it serves is
-        refreshed in both cases).
+        computed, or also the blocks it loads from its other tiers (when the
+        load starts: bytes for the blocks the tier lacks, else a refresh of
+        its LRU position; the tier's copy of what it serves itself is
+        refreshed in both cases). Default (None): ``"all"`` for a shared
+        tier (the pool sees every block a replica uses, so a local tier in
+        front of it never leaves its LRU order stale), ``"computed"``
+        otherwise; see :func:`publishes_loaded`.
     duplex : bool, default False
         Separate read and write budgets: writes use a link of their own at
         ``write_gbps`` (PCIe and RDMA NICs are full duplex) instead of
@@ -84,7 +88,7 @@ class Tier:
     shared: bool = False
     eviction: str = "lru"
     write: str | None = None
-    publish: str = "computed"
+    publish: str | None = None
     duplex: bool = False
 
     def __post_init__(self) -> None:
@@ -117,11 +121,11 @@ class Tier:
             raise ValueError(
                 f"Tier {self.name!r}: write must be one of {WRITE_POLICIES}, got {self.write!r}"
             )
-        if self.publish not in PUBLISH:
+        if self.publish is not None and self.publish not in PUBLISH:
             raise ValueError(
                 f"Tier {self.name!r}: publish must be one of {PUBLISH}, got {self.publish!r}"
             )
-        if self.publish != "computed" and self.write != "through":
+        if self.publish == "all" and self.write != "through":
             raise ValueError(
                 f"Tier {self.name!r}: publish={self.publish!r} needs write='through' "
                 f"(an evict tier takes only what the level above evicts)"
@@ -213,6 +217,22 @@ class Tiers:
                     "tiers have none: add one with shared=True"
                 )
         return self
+
+
+def publishes_loaded(tier: Tier) -> bool:
+    """Whether ``tier`` is written the blocks a replica loads from its other tiers:
+    a through tier with ``publish="all"``, or a shared through tier by default.
+
+    Examples
+    --------
+    >>> pool = Tier("pool", 1024, 1.0, 1.0, shared=True)
+    >>> publishes_loaded(pool), publishes_loaded(Tier("pool", 1024, 1.0, 1.0, shared=True,
+    ...                                               publish="computed"))
+    (True, False)
+    """
+    if tier.write != "through":
+        return False
+    return tier.publish == "all" or (tier.publish is None and tier.shared)
 
 
 def as_tiers(tiers: object) -> Tiers:

@@ -15,8 +15,8 @@ Semantics (also in the :mod:`inferasim.sim` docstring):
   tier, the LRU victims of the tier above for the others (the last tier
   drops its own). A *through* tier takes every full block a prefill
   computes, in one write per step when the step ends (and, with
-  ``publish="all"``, the blocks the replica loads from its other tiers,
-  when the load starts); it takes no evictions from above (it had its copy
+  ``publish="all"``, the default of a shared tier, the blocks the replica
+  loads from its other tiers, when the load starts); it takes no evictions from above (it had its copy
   when the block was computed), and its victims go on to the tier below
   only if that one is an evict tier.
 * **Copies.** A load takes its blocks out of a per-replica evict tier (a
@@ -45,7 +45,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from inferasim.sim.sequence import Seq
-from inferasim.sim.tierconfig import Tier
+from inferasim.sim.tierconfig import Tier, publishes_loaded
 from inferasim.sim.transfer import Link
 
 # Internal (compiled with mypyc, see setup.py): the public class is Tier.
@@ -238,7 +238,7 @@ class ReplicaTiers:
         # and those of them that also take the blocks loaded from other tiers
         self.through: list[int] = [k for k in self.active if not evict[k]]
         self.publish_loaded: list[int] = [
-            k for k in self.through if self.tiers[k].publish == "all"
+            k for k in self.through if publishes_loaded(self.tiers[k])
         ]
         # HBM's evictions go to the first active tier if it is an evict tier
         self.first_evict = self.active[0] if self.active and evict[self.active[0]] else -1
