@@ -20,9 +20,9 @@ One request on replica ``p``, HBM ``C`` blocks per replica:
    repeated below HBM.
 2. **Loads.** Tier by tier, the blocks found there are taken: a per-replica
    evict tier gives them up (a block lives in at most one of HBM and those
-   tiers), a shared or through tier keeps its copy and refreshes it; the
-   through tiers with ``publish="all"`` (by default the shared ones) other
-   than that tier are written the blocks.
+   tiers), a shared or through tier keeps its copy and refreshes it. Then
+   every through tier with ``publish="all"`` (by default the shared ones) is
+   written the blocks taken from the other tiers, in tier order.
 3. **Room.** The request holds ``ceil((input_len + output_len - 1) /
    block_size)`` blocks at its peak; HBM evicts as many of its least
    recently used blocks as needed to fit them (never the request's own
@@ -140,8 +140,13 @@ class _Stack:
                 del store[h]
             else:
                 store.move_to_end(h)
+
+    def publish_loaded(self, p: int, by_tier: list[list[Any]]) -> None:
+        """Every tier publishing loaded blocks is written those of the other tiers
+        (in tier order), once every take is done."""
         for j in self.publish:
-            if j != k:
+            ids = [h for k, hs in enumerate(by_tier) if k != j for h in hs]
+            if ids:
                 self.write(j, p, ids)
 
 
@@ -286,6 +291,7 @@ def replay_tiers(
             if hs:
                 hits[i, 1 + k] = len(hs) * bs
                 stack.take(k, p, hs)
+        stack.publish_loaded(p, by_tier)
         # 3. room
         held = set(pinned)
         over = peak - len(held) - (cap - len(cache))

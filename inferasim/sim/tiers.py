@@ -243,6 +243,7 @@ class ReplicaTiers:
         # HBM's evictions go to the first active tier if it is an evict tier
         self.first_evict = self.active[0] if self.active and evict[self.active[0]] else -1
         self.pending: list[Any] = []  # computed blocks of the step under way
+        self.loaded: list[tuple[int, list[Any]]] = []  # (tier, blocks) taken, to publish
         # (tier index, its blocks) of the active tiers, top first: the lookup order
         self.lookup: list[tuple[int, dict[int, int]]] = [
             (k, self.stores[k].blocks) for k in self.active
@@ -435,7 +436,8 @@ class ReplicaTiers:
     def take(self, k: int, ids: list[int], t: float = 0.0) -> None:
         """Blocks of tier ``k`` about to be loaded at ``t``: an exclusive tier gives
         them up, a keeping (shared or through) tier refreshes them; the through
-        tiers with ``publish="all"`` other than ``k`` are written them."""
+        tiers with ``publish="all"`` other than ``k`` are written them when the
+        loads start (:meth:`start_loads`, after every take of the request)."""
         store = self.stores[k]
         objs: list[Any] = ids
         if self.exclusive[k]:
@@ -446,9 +448,8 @@ class ReplicaTiers:
             for h in objs:
                 store.refresh(h)
         store.compact()
-        for j in self.publish_loaded:
-            if j != k:
-                self._write(t, j, ids, True)
+        if self.publish_loaded:  # (written when the loads start: every take is done)
+            self.loaded.append((k, ids))
 
     def in_flight(self) -> bool:
         """Whether a transfer is in flight on any link (then a load estimate made
@@ -483,6 +484,12 @@ class ReplicaTiers:
                 self.owner[key] = owner
                 out.append(key)
                 self.bytes_read[k] = self.bytes_read[k] + nbytes
+        if self.loaded:
+            loaded, self.loaded = self.loaded, []
+            for j in self.publish_loaded:  # the loaded blocks of the other tiers, tier order
+                ids: list[Any] = [h for k, hs in loaded if k != j for h in hs]
+                if ids:
+                    self._write(t, j, ids, True)
         return out
 
     def cancel(self, t: float, keys: list[tuple[int, int]]) -> None:
