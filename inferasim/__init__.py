@@ -67,6 +67,7 @@ _SUBMODULES = {
     "style": "inferasim.style",
     "sweep": "inferasim.sweep",  # a callable module: ism.sweep(workload, grid, ...)
     "plan": "inferasim.plan",
+    "tiers": "inferasim.sim.tier_presets",  # tier stacks of deployed systems
 }
 
 

@@ -90,14 +90,22 @@ def draw_tiers(draw: Any, gbps: Any, lat: Any, dram: int, ssd: int, pool: int) -
     when neither of the others was; bandwidths from ``gbps``, latencies from ``lat``."""
     from inferasim.sim import Tier
 
+    def policy() -> dict[str, Any]:  # a write policy (publish only when written through)
+        write = draw(st.sampled_from(["evict", "through"]))
+        publish = draw(st.sampled_from(["computed", "all"])) if write == "through" else "computed"
+        return dict(write=write, publish=publish, duplex=draw(st.booleans()))
+
     tiers = []
     if draw(st.booleans()):
-        tiers.append(Tier("dram", draw(st.integers(0, dram)), draw(gbps), draw(gbps), draw(lat)))
+        tiers.append(Tier("dram", draw(st.integers(0, dram)), draw(gbps), draw(gbps), draw(lat),
+                          **policy()))
     if draw(st.booleans()):
-        tiers.append(Tier("ssd", draw(st.integers(0, ssd)), draw(gbps), draw(gbps), draw(lat)))
+        tiers.append(Tier("ssd", draw(st.integers(0, ssd)), draw(gbps), draw(gbps), draw(lat),
+                          **policy()))
     if draw(st.booleans()) or not tiers:
         tiers.append(
-            Tier("pool", draw(st.integers(0, pool)), draw(gbps), draw(gbps), draw(lat), shared=True)
+            Tier("pool", draw(st.integers(0, pool)), draw(gbps), draw(gbps), draw(lat), shared=True,
+                 **policy())
         )
     return tiers
 

@@ -55,7 +55,7 @@ def _pools(tier_of: dict[int, int], n: int) -> ReplicaTiers:
     for h, k in tier_of.items():
         if k >= 0:
             stores[tiers[k].name].put(h)
-    return ReplicaTiers(tiers, stores, 16, 1.0, False)
+    return ReplicaTiers(tiers, stores, 16, 1.0)
 
 
 @settings(max_examples=300, deadline=None)

@@ -15,7 +15,7 @@ import pytest
 from inferasim import Disaggregated, LinearCostModel, Simulator, Tier, Tiers, Workload
 
 COST = LinearCostModel(kv_bytes_per_token=1e5)
-POOL = Tier("pool", 16 * 100, read_gbps=1.0, write_gbps=1.0, shared=True)
+POOL = Tier("pool", 16 * 100, read_gbps=1.0, write_gbps=1.0, shared=True, write="evict")
 DRAM = Tier("dram", 16 * 10, read_gbps=16.0, write_gbps=16.0)
 X = 1  # the hot block
 MB = 1.6e6  # bytes of a block

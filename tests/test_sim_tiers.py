@@ -110,7 +110,7 @@ def test_block_evicted_by_one_replica_is_found_in_the_pool_by_another(fast):
     wl = Workload.from_requests([0, 100, 200, 1000], [64, 16, 64, 64], [1] * 4, ids,
                                 block_size=BS)
     pool = Tier("pool", 1000 * BS, read_gbps=10.0, write_gbps=10.0, latency_us=10.0,
-                shared=True)
+                shared=True, write="evict")
     res = run(wl, replicas=2, routing="round_robin", kv_tokens=4 * BS, tiers=[pool], fast=fast)
     d = res.requests.iloc[3]
     assert d.replica == 1

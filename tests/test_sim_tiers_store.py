@@ -8,7 +8,9 @@ implementations of the documented rules on random small stores (tiny
 capacities, ids drawn from a small range so batches overlap the stores,
 repeat inside a batch and overflow): a write is ``TierStore.put`` one block
 at a time (bytes for the blocks the tier lacked), its evictions cascade to
-the next active tier and the last one drops them; a lookup is the leading
+the next active tier if that one is an evict tier and are dropped otherwise
+(and by the last tier); HBM's evictions go to the first active tier if it
+is an evict tier, computed blocks to every through tier; a lookup is the leading
 run of blocks in HBM or in the first tier holding them, stopping at a
 block in none or repeated below HBM.
 """
@@ -37,17 +39,20 @@ def _kv(hbm: dict[int, int], rt: ReplicaTiers, load_always: bool = False) -> KVM
     return kv
 
 
-def _tiers(caps: list[int], shared_last: bool) -> tuple[ReplicaTiers, dict[str, TierStore]]:
+def _tiers(caps: list[int], shared_last: bool, writes: list[str] | None = None
+           ) -> tuple[ReplicaTiers, dict[str, TierStore]]:
+    writes = writes or ["evict"] * len(caps)
     specs = [
-        Tier(f"t{k}", c * BS, read_gbps=1.0, write_gbps=2.0, shared=shared_last and k == len(caps) - 1)
+        Tier(f"t{k}", c * BS, read_gbps=1.0, write_gbps=2.0,
+             shared=shared_last and k == len(caps) - 1, write=writes[k])
         for k, c in enumerate(caps)
     ]
     shared = {t.name: TierStore(t.capacity_tokens // BS) for t in specs if t.shared}
-    return ReplicaTiers(specs, shared, BS, KVB, write_through=False), shared
+    return ReplicaTiers(specs, shared, BS, KVB), shared
 
 
 def _reference_write(stores: list[list[int]], caps: list[int], k: int, ids: list[int],
-                     written: list[int], peaks: list[int]) -> None:
+                     written: list[int], peaks: list[int], policy: list[str]) -> None:
     """One put at a time on plain lists (index 0 = least recent)."""
     store, down = stores[k], []
     for h in ids:
@@ -62,8 +67,8 @@ def _reference_write(stores: list[list[int]], caps: list[int], k: int, ids: list
         elif len(store) > peaks[k]:
             peaks[k] = len(store)
     nxt = next((j for j in range(k + 1, len(caps)) if caps[j] > 0), -1)
-    if down and nxt >= 0:
-        _reference_write(stores, caps, nxt, down, written, peaks)
+    if down and nxt >= 0 and policy[nxt] == "evict":
+        _reference_write(stores, caps, nxt, down, written, peaks, policy)
 
 
 ids_lists = st.lists(st.integers(0, 11), max_size=9)
@@ -73,21 +78,32 @@ ids_lists = st.lists(st.integers(0, 11), max_size=9)
 @given(
     caps=st.lists(st.integers(0, 5), min_size=1, max_size=3),
     shared_last=st.booleans(),
-    writes=st.lists(st.tuples(st.booleans(), ids_lists), max_size=8),
+    policy=st.lists(st.sampled_from(["evict", "through"]), min_size=3, max_size=3),
+    writes=st.lists(st.tuples(st.booleans(), ids_lists, ids_lists), max_size=8),
 )
-def test_writes_equal_one_put_at_a_time(caps, shared_last, writes):
-    rt, _ = _tiers(caps, shared_last)
+def test_writes_equal_one_put_at_a_time(caps, shared_last, policy, writes):
+    policy = policy[: len(caps)]
+    rt, _ = _tiers(caps, shared_last, policy)
     ref = [[] for _ in caps]
     written = [0] * len(caps)
     peaks = [0] * len(caps)
-    for t, (evicted, ids) in enumerate(writes):
+    caps_b = [s.capacity for s in rt.stores]
+    active = [k for k, c in enumerate(caps_b) if c > 0]
+    for t, (evicted, ids, more) in enumerate(writes):
         if evicted:  # an HBM eviction: distinct ids (as the cache hands them over)
             ids = list(dict.fromkeys(ids))
             rt.offload(float(t), ids)
-        else:  # write-through may repeat an id of the prompt
+            if active and ids and policy[active[0]] == "evict":
+                _reference_write(ref, caps_b, active[0], ids, written, peaks, policy)
+        else:  # one step's computed blocks, from two requests (distinct, as cached)
+            ids = list(dict.fromkeys(ids))
+            more = [h for h in dict.fromkeys(more) if h not in ids]
             rt.write_through_blocks(float(t), ids)
-        if rt.active and ids:
-            _reference_write(ref, [s.capacity for s in rt.stores], rt.active[0], ids, written, peaks)
+            rt.write_through_blocks(float(t), more)
+            rt.flush(float(t))
+            for k in active:  # every through tier, top first, the step's blocks in order
+                if policy[k] == "through" and ids + more:
+                    _reference_write(ref, caps_b, k, ids + more, written, peaks, policy)
     for k, store in enumerate(rt.stores):
         assert list(store.blocks) == ref[k]
         assert store.peak == peaks[k]

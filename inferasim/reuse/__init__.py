@@ -15,7 +15,10 @@ count unless ``full_blocks_only=True``) are stated once in
 * :func:`partitioned_hit_rate`: local (split) versus global (pooled) caches,
   optionally backed by one shared pool;
 * :func:`tiered_hit_rate`, :func:`replay_tiered`: the hits served by each
-  tier of an LRU hierarchy (HBM, DRAM, SSD, ...), in one pass or replayed.
+  tier of an LRU hierarchy (HBM, DRAM, SSD, ...), in one pass or replayed;
+* :func:`replay_tiers`: a fleet's HBM and tiers under the tiers' write
+  policies (evict or write-through, per replica or shared), the simulator's
+  timing-free limit.
 
 Examples
 --------
@@ -34,6 +37,7 @@ from inferasim.reuse.ceiling import ReuseCeiling, infinite_hit_ratio
 from inferasim.reuse.curve import hit_rate_curve
 from inferasim.reuse.distance import reuse_distance
 from inferasim.reuse.partition import partitioned_hit_rate
+from inferasim.reuse.policies import replay_tiers
 from inferasim.reuse.popularity import Popularity, popularity
 from inferasim.reuse.replay import POLICIES, replay_cache
 from inferasim.reuse.sessions import Sessions, sessions
@@ -53,6 +57,7 @@ __all__ = [
     "prefix_tree",
     "replay_cache",
     "replay_tiered",
+    "replay_tiers",
     "reuse_distance",
     "sessions",
     "tiered_hit_rate",

@@ -197,7 +197,7 @@ def _replicas(
     for r in range(total):
         role = "both" if not disagg else "prefill" if r < topology.prefill else "decode"
         rt = (
-            replica_tiers(tiers, shared, bs, kvb, write_through, replicate_hot, reads)
+            replica_tiers(tiers, shared, bs, kvb, replicate_hot, reads)
             if live and role != "decode"
             else None
         )

@@ -20,8 +20,9 @@ request's KV is, in the spirit of vLLM's ``KVCacheManager``:
   tiers and starts the transfers; :meth:`KVManager.finish_loading` caches
   the delivered blocks.
 * **Caching computed blocks.** :meth:`KVManager.cache_computed` registers the
-  full prompt blocks a step computed (and writes them through to the first
-  tier when it is written through). With ``cache_generated`` a released
+  full prompt blocks a step computed (and keeps them for the tiers written
+  through, which :meth:`ReplicaTiers.flush` writes in bulk when the step ends).
+  With ``cache_generated`` a released
   sequence's own full pages past its last hashed block (prompt tail,
   generated tokens) stay cached and evictable under :func:`own_key`, as
   vLLM keeps every full block it hashed (``vllm/v1/core/kv_cache_manager.py``,
@@ -233,7 +234,7 @@ class KVManager:
             by_tier[tiers.where(h)].append(h)
         for k, hs in enumerate(by_tier):
             if hs:
-                tiers.take(k, hs)
+                tiers.take(k, hs, t)
         seq.lower = lower
         seq.mixed = bool(mid)
         seq.loads = tiers.start_loads(t, counts, seq)

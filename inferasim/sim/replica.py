@@ -240,6 +240,8 @@ class Replica:
                 seq = group.pop_finished()
         if sched.chunks:
             sched.complete_chunks(e)
+            if self.kv.write_through:  # the step's computed blocks, in bulk
+                self.kv.tiers.flush(e)  # type: ignore[union-attr]
         if not sched.has_work:
             rec.stop_busy(e)
 

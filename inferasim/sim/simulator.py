@@ -382,7 +382,7 @@ class _RunPlan:
             progress=bool(progress),
             admission=self.admission,
             tiers=tiers,
-            write_through=bool(tiers) and tiers[0].write == "through",
+            write_through=any(t.write == "through" for t in tiers),
             load_policy=self.stack.load_policy,
             replicate_hot=None if hot is None else int(hot),
             parent=self.parent,

@@ -18,6 +18,7 @@ __all__ = ["Tier", "Tiers"]
 
 TIER_EVICTION = ("lru",)
 WRITE_POLICIES = ("evict", "through")
+PUBLISH = ("computed", "all")
 LOAD_POLICIES = ("faster", "always")
 
 
@@ -36,9 +37,9 @@ class Tier:
     read_gbps, write_gbps : float
         Bandwidth of one replica's link to the tier, in GB/s (1e9 bytes per
         second), for loads into HBM and for writes into the tier. Reads and
-        writes share the link (processor sharing of link time). At least
-        1e-9 GB/s (1 byte a second); a run also checks that moving every
-        request's KV once over the link ends within 2**43 ms.
+        writes share the link (processor sharing of link time) unless
+        ``duplex``. At least 1e-9 GB/s (1 byte a second); a run also checks
+        that moving every request's KV once over the link ends within 2**43 ms.
     latency_us : float, default 0.0
         Per transfer, from the last byte to delivery (microseconds), at most
         2**43 ms (``2**43 * 1000`` µs).
@@ -47,19 +48,39 @@ class Tier:
         by every replica over its own link.
     eviction : {"lru"}, default "lru"
         Eviction order within the tier.
-    write : {"evict", "through"}, default "evict"
-        How blocks reach the tier: ``"evict"``, only what the tier above
-        evicts (HBM's evictions for the first tier); ``"through"``, also
-        every block a prefill computes, when its step ends (supported on the
-        first tier).
+    write : {"evict", "through"}, optional
+        How blocks reach the tier. ``"evict"``: what the level directly
+        above evicts (HBM's evictions for the first tier, the victims of the
+        tier above for the others); a load takes its blocks out of a
+        per-replica evict tier (exclusive, as vLLM's prefix cache over an
+        LRU offload). ``"through"``: every full block a prefill computes, in
+        bulk when its step ends (one transfer per step on the writer's link;
+        no step waits for it); the tier keeps its copy when a block is
+        loaded and takes no evictions from above (its own victims go on to
+        the tier below if that one is an evict tier). Default: ``"through"``
+        for a shared tier (Mooncake Store, LMCache remote and Dynamo's G3
+        publish what a prefill computes), ``"evict"`` otherwise.
+    publish : {"computed", "all"}, optional
+        With ``write="through"``: write only the blocks this replica
+        computed, or also the blocks it loads from its other tiers (when the
+        load starts: bytes for the blocks the tier lacks, else a refresh of
+        its LRU position; the tier's copy of what it serves itself is
+        refreshed in both cases). Default (None): ``"all"`` for a shared
+        tier (the pool sees every block a replica uses, so a local tier in
+        front of it never leaves its LRU order stale), ``"computed"``
+        otherwise; see :func:`publishes_loaded`.
+    duplex : bool, default False
+        Separate read and write budgets: writes use a link of their own at
+        ``write_gbps`` (PCIe and RDMA NICs are full duplex) instead of
+        sharing the read link.
 
     Examples
     --------
     >>> dram = Tier("dram", capacity_tokens=3_000_000, read_gbps=50.0, write_gbps=50.0)
     >>> pool = Tier("pool", 30_000_000, read_gbps=25.0, write_gbps=25.0, latency_us=10.0,
     ...             shared=True)
-    >>> dram.capacity_tokens, pool.shared
-    (3000000, True)
+    >>> dram.capacity_tokens, pool.shared, dram.write, pool.write
+    (3000000, True, 'evict', 'through')
     """
 
     name: str
@@ -69,7 +90,9 @@ class Tier:
     latency_us: float = 0.0
     shared: bool = False
     eviction: str = "lru"
-    write: str = "evict"
+    write: str | None = None
+    publish: str | None = None
+    duplex: bool = False
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name.isidentifier():
@@ -90,10 +113,23 @@ class Tier:
         )
         if not isinstance(self.shared, bool):
             raise ValueError(f"Tier {self.name!r}: shared must be a bool, got {self.shared!r}")
+        if self.write is None:
+            object.__setattr__(self, "write", "through" if self.shared else "evict")
         if self.write not in WRITE_POLICIES:
             raise ValueError(
                 f"Tier {self.name!r}: write must be one of {WRITE_POLICIES}, got {self.write!r}"
             )
+        if self.publish is not None and self.publish not in PUBLISH:
+            raise ValueError(
+                f"Tier {self.name!r}: publish must be one of {PUBLISH}, got {self.publish!r}"
+            )
+        if self.publish == "all" and self.write != "through":
+            raise ValueError(
+                f"Tier {self.name!r}: publish={self.publish!r} needs write='through' "
+                f"(an evict tier takes only what the level above evicts)"
+            )
+        if not isinstance(self.duplex, bool):
+            raise ValueError(f"Tier {self.name!r}: duplex must be a bool, got {self.duplex!r}")
         if self.eviction not in TIER_EVICTION:
             raise ValueError(
                 f"Tier {self.name!r}: eviction must be one of {TIER_EVICTION}, "
@@ -178,12 +214,23 @@ class Tiers:
                     "tiers.replicate_hot_blocks copies blocks read from a shared tier, and the "
                     "tiers have none: add one with shared=True"
                 )
-        for k, t in enumerate(self.tiers):
-            if t.write == "through" and k > 0:
-                raise ValueError(
-                    f"Tier {t.name!r}: write='through' is supported on the first tier only"
-                )
         return self
+
+
+def publishes_loaded(tier: Tier) -> bool:
+    """Whether ``tier`` is written the blocks a replica loads from its other tiers:
+    a through tier with ``publish="all"``, or a shared through tier by default.
+
+    Examples
+    --------
+    >>> pool = Tier("pool", 1024, 1.0, 1.0, shared=True)
+    >>> publishes_loaded(pool), publishes_loaded(Tier("pool", 1024, 1.0, 1.0, shared=True,
+    ...                                               publish="computed"))
+    (True, False)
+    """
+    if tier.write != "through":
+        return False
+    return tier.publish == "all" or (tier.publish is None and tier.shared)
 
 
 def as_tiers(tiers: object) -> Tiers:

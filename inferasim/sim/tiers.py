@@ -9,22 +9,31 @@ its own :class:`~inferasim.sim.transfer.Link` to each tier.
 
 Semantics (also in the :mod:`inferasim.sim` docstring):
 
-* **Exclusive per-replica tiers.** A block lives in at most one of a
-  replica's HBM cache and its own tiers: an HBM eviction moves a full
-  hashed block down to the first tier with capacity, a tier's LRU
-  eviction moves it on to the next tier (the last tier drops it), and a
-  load moves it up (it leaves the tier when the load starts).
-* **The shared pool keeps its copy.** Loading a block from a shared tier
-  copies it (every replica may want it) and refreshes its LRU position;
-  writing a block the pool already holds only refreshes it (no bytes, the
-  writer checks first, as Mooncake Store's ``exists`` before ``put``).
+* **Write policies.** Each tier says how blocks reach it
+  (:class:`~inferasim.sim.tierconfig.Tier` ``write``). An *evict* tier takes
+  what the level directly above it evicts: HBM's evictions for the first
+  tier, the LRU victims of the tier above for the others (the last tier
+  drops its own). A *through* tier takes every full block a prefill
+  computes, in one write per step when the step ends (and, with
+  ``publish="all"``, the default of a shared tier, the blocks the replica
+  loads from its other tiers, when the load starts); it takes no evictions from above (it had its copy
+  when the block was computed), and its victims go on to the tier below
+  only if that one is an evict tier.
+* **Copies.** A load takes its blocks out of a per-replica evict tier (a
+  block lives in at most one of HBM and such tiers); a shared tier or a
+  through tier keeps its copy (every replica may want it) and refreshes its
+  LRU position. Writing a block a tier already holds only refreshes it (no
+  bytes: the writer checks first, as Mooncake Store's ``exists`` before
+  ``put``).
 * **LRU order.** A tier's most recent block is the one written (or
-  refreshed, or read from the pool) last; blocks of one HBM eviction enter
-  in eviction order (LRU first), so the HBM's order carries down.
-* **Write-through.** With ``write_through=True`` every block a prefill
-  computes is also written to the first tier when its step ends (Mooncake
-  publishes KV to the store); the HBM eviction of a block the tier holds
-  then costs nothing.
+  refreshed, or loaded from a keeping tier) last; blocks of one HBM
+  eviction enter in eviction order (LRU first), so the HBM's order carries
+  down; the blocks of one write-through enter in prompt order, the
+  requests of one step in step order.
+* **Links.** Every transfer is on the replica's own link to the tier:
+  reads and writes share it (processor sharing) unless the tier is
+  ``duplex``, which gives writes a link of their own. No step waits for a
+  write.
 * **Zero capacity.** A tier with ``capacity_tokens < block_size`` holds
   nothing and is skipped: a run with such tiers equals a run without.
 """
@@ -36,7 +45,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from inferasim.sim.sequence import Seq
-from inferasim.sim.tierconfig import Tier
+from inferasim.sim.tierconfig import Tier, publishes_loaded
 from inferasim.sim.transfer import Link
 
 # Internal (compiled with mypyc, see setup.py): the public class is Tier.
@@ -153,7 +162,7 @@ class SharedLookup:
     >>> pool = {"pool": TierStore(8)}
     >>> pool["pool"].put(5), pool["pool"].put(6)
     (None, None)
-    >>> rt = ReplicaTiers([Tier("pool", 128, 1.0, 1.0, shared=True)], pool, 16, 1.0, False)
+    >>> rt = ReplicaTiers([Tier("pool", 128, 1.0, 1.0, shared=True)], pool, 16, 1.0)
     >>> look = SharedLookup([5, 6, 7, 5, 6], 5)
     >>> rt.run([5, 6, 7, 5, 6], 0, 5, {}, look), rt.run([5, 6, 7, 5, 6], 1, 5, {7: 0, 5: 0}, look)
     ((2, [2], []), (4, [1], [7, 5]))
@@ -201,7 +210,6 @@ class ReplicaTiers:
         shared_stores: dict[str, TierStore],
         block_size: int,
         kv_bytes_per_token: float,
-        write_through: bool,
     ) -> None:
         self.tiers = tuple(tiers)
         self.n = len(self.tiers)
@@ -209,24 +217,45 @@ class ReplicaTiers:
         self.read_gbps: list[float] = [float(t.read_gbps) for t in self.tiers]
         self.write_gbps: list[float] = [float(t.write_gbps) for t in self.tiers]
         self.block_bytes = float(kv_bytes_per_token) * block_size
-        self.write_through = write_through
         self.stores: list[TierStore] = []
-        self.links: list[Link] = []
+        self.links: list[Link] = []  # reads (and writes, unless duplex)
+        self.wlinks: list[Link] = []  # writes
+        self.duplex_links: list[Link] = []  # the write links of duplex tiers
         for t in self.tiers:
             if t.shared:
                 self.stores.append(shared_stores[t.name])
             else:
                 self.stores.append(TierStore(t.capacity_tokens // block_size))
-            self.links.append(Link(t.read_gbps, t.latency_us))
+            link = Link(t.read_gbps, t.latency_us)
+            self.links.append(link)
+            if t.duplex:
+                link = Link(t.write_gbps, t.latency_us)
+                self.duplex_links.append(link)
+            self.wlinks.append(link)
         self.active = [k for k in range(self.n) if self.stores[k].capacity > 0]
+        evict = [t.write == "evict" for t in self.tiers]
+        # the active tiers written through (every computed block, at step end),
+        # and those of them that also take the blocks loaded from other tiers
+        self.through: list[int] = [k for k in self.active if not evict[k]]
+        self.publish_loaded: list[int] = [
+            k for k in self.through if publishes_loaded(self.tiers[k])
+        ]
+        # HBM's evictions go to the first active tier if it is an evict tier
+        self.first_evict = self.active[0] if self.active and evict[self.active[0]] else -1
+        self.pending: list[Any] = []  # computed blocks of the step under way
+        self.loaded: list[tuple[int, list[Any]]] = []  # (tier, blocks) taken, to publish
         # (tier index, its blocks) of the active tiers, top first: the lookup order
         self.lookup: list[tuple[int, dict[int, int]]] = [
             (k, self.stores[k].blocks) for k in self.active
         ]
         self.zeros = [0] * self.n  # (a template for per-tier counts)
-        # the next active tier below each tier (-1: the last one drops what it evicts)
-        self.below: list[int] = [next((j for j in self.active if j > k), -1) for k in range(self.n)]
-        self.exclusive: list[bool] = [not t.shared for t in self.tiers]
+        # where each tier's victims go: the next active tier if it is an evict
+        # tier (-1: dropped, by the last tier or above a through tier)
+        below = [next((j for j in self.active if j > k), -1) for k in range(self.n)]
+        self.below: list[int] = [j if j >= 0 and evict[j] else -1 for j in below]
+        # a load takes its blocks out of the tier (per-replica evict tiers) or the
+        # tier keeps its copy (shared or through tiers)
+        self.exclusive: list[bool] = [not t.shared and evict[k] for k, t in enumerate(self.tiers)]
         # every tier shared: a request's place in them is the same from every
         # replica (the conductor looks it up once a request)
         self.all_shared = all(t.shared for t in self.tiers)
@@ -262,7 +291,7 @@ class ReplicaTiers:
         Examples
         --------
         >>> dram = Tier("dram", 64, read_gbps=50.0, write_gbps=50.0)
-        >>> rt = ReplicaTiers([dram], {}, 16, 1e5, False)
+        >>> rt = ReplicaTiers([dram], {}, 16, 1e5)
         >>> rt.offload(0.0, [1, 2, 3])
         >>> rt.run([9, 1, 7, 2, 2, 3], 1, 6, {9: 1, 7: 0}, None)  # (the repeated 2 ends it)
         (4, [2], [7])
@@ -357,13 +386,16 @@ class ReplicaTiers:
             store.log.append((t, len(blocks)))
         if new:
             nbytes = new * self.block_bytes
-            link = self.links[k]
+            link = self.wlinks[k]
             link.start(t, nbytes, self.write_gbps[k])
             # take what the link delivered up to t (the new write ends after t; the
             # start advanced the link to t, as draining first would have)
             pending = link._pending
             if pending and pending[0][0] <= t:
-                self._drain(k, t)
+                if link is self.links[k]:
+                    self._drain(k, t)
+                else:  # (a duplex write link: nobody waits for its deliveries)
+                    link.pop_delivered(t)
             written = self.bytes_written
             written[k] = written[k] + nbytes
         if down:  # (distinct when popped in one batch; one put at a time may evict
@@ -371,19 +403,41 @@ class ReplicaTiers:
             self._write(t, nxt, down, fast)
 
     def offload(self, t: float, ids: list[int]) -> None:
-        """Blocks evicted from HBM at ``t`` (LRU first) go to the first active tier."""
-        if self.active and ids:
-            self._write(t, self.active[0], ids, True)
+        """Blocks evicted from HBM at ``t`` (LRU first) go to the first active tier,
+        if it is an evict tier (a through tier had its copy when they were computed)."""
+        if self.first_evict >= 0 and ids:
+            self._write(t, self.first_evict, ids, True)
 
     def write_through_blocks(self, t: float, ids: list[int]) -> None:
-        """Blocks a prefill step ending at ``t`` computed, with ``write_through``."""
-        if self.active and ids:
-            self._write(t, self.active[0], ids)
+        """Blocks a prefill step ending at ``t`` computed: kept for :meth:`flush`
+        (one write per tier and step)."""
+        self.pending.extend(ids)
+
+    def flush(self, t: float) -> None:
+        """The step ending at ``t`` is over: write its computed blocks (prompt
+        order, the step's requests in order) to every through tier, in bulk.
+
+        Examples
+        --------
+        >>> dram = Tier("dram", 64, read_gbps=50.0, write_gbps=50.0, write="through")
+        >>> rt = ReplicaTiers([dram], {}, 16, 1e5)
+        >>> rt.write_through_blocks(1.0, [1, 2]); rt.write_through_blocks(1.0, [3])
+        >>> rt.flush(1.0)
+        >>> list(rt.stores[0].blocks), rt.links[0].transfers   # one transfer of 3 blocks
+        ([1, 2, 3], 1)
+        """
+        ids = self.pending
+        if ids:
+            self.pending = []
+            for k in self.through:
+                self._write(t, k, ids)
 
     # ------------------------------------------------------------------ loads
-    def take(self, k: int, ids: list[int]) -> None:
-        """Blocks of tier ``k`` about to be loaded: an exclusive tier gives them up,
-        a shared tier refreshes them."""
+    def take(self, k: int, ids: list[int], t: float = 0.0) -> None:
+        """Blocks of tier ``k`` about to be loaded at ``t``: an exclusive tier gives
+        them up, a keeping (shared or through) tier refreshes them; the through
+        tiers with ``publish="all"`` other than ``k`` are written them when the
+        loads start (:meth:`start_loads`, after every take of the request)."""
         store = self.stores[k]
         objs: list[Any] = ids
         if self.exclusive[k]:
@@ -394,11 +448,16 @@ class ReplicaTiers:
             for h in objs:
                 store.refresh(h)
         store.compact()
+        if self.publish_loaded:  # (written when the loads start: every take is done)
+            self.loaded.append((k, ids))
 
     def in_flight(self) -> bool:
         """Whether a transfer is in flight on any link (then a load estimate made
         now, :meth:`load_estimate_ms`, depends on when it is made)."""
         for link in self.links:
+            if link.in_flight():
+                return True
+        for link in self.duplex_links:
             if link.in_flight():
                 return True
         return False
@@ -425,6 +484,12 @@ class ReplicaTiers:
                 self.owner[key] = owner
                 out.append(key)
                 self.bytes_read[k] = self.bytes_read[k] + nbytes
+        if self.loaded:
+            loaded, self.loaded = self.loaded, []
+            for j in self.publish_loaded:  # the loaded blocks of the other tiers, tier order
+                ids: list[Any] = [h for k, hs in loaded if k != j for h in hs]
+                if ids:
+                    self._write(t, j, ids, True)
         return out
 
     def cancel(self, t: float, keys: list[tuple[int, int]]) -> None:
@@ -453,6 +518,9 @@ class ReplicaTiers:
         for k, link in enumerate(self.links):
             if link.in_flight():
                 self._drain(k, t)
+        for link in self.duplex_links:
+            if link.in_flight():
+                link.pop_delivered(t)
         out = self.ready
         if out:
             self.ready = []
@@ -465,6 +533,9 @@ class ReplicaTiers:
         for k, link in enumerate(self.links):
             if link.in_flight():
                 self._drain(k, t)
+        for link in self.duplex_links:
+            if link.in_flight():
+                link.pop_delivered(t)
         if self.ready:
             return t
         best = math.inf
@@ -473,11 +544,18 @@ class ReplicaTiers:
                 d = link.next_done()
                 if d < best:
                     best = d
+        for link in self.duplex_links:
+            if link.in_flight():
+                d = link.next_done()
+                if d < best:
+                    best = d
         return best
 
     def backlog_ms(self, t: float) -> float:
         """Link time the transfers in flight still need, over all this replica's links."""
-        return sum(link.backlog_ms(t) for link in self.links)
+        return sum(link.backlog_ms(t) for link in self.links) + sum(
+            link.backlog_ms(t) for link in self.duplex_links
+        )
 
 
 class HotReplicaTiers(ReplicaTiers):
@@ -498,26 +576,25 @@ class HotReplicaTiers(ReplicaTiers):
         shared_stores: dict[str, TierStore],
         block_size: int,
         kv_bytes_per_token: float,
-        write_through: bool,
         *,
         hot: int,
         reads: dict[str, dict[int, int]],
     ) -> None:
-        super().__init__(tiers, shared_stores, block_size, kv_bytes_per_token, write_through)
+        super().__init__(tiers, shared_stores, block_size, kv_bytes_per_token)
         self.hot = hot
         self.reads = [reads.setdefault(t.name, {}) if t.shared else None for t in self.tiers]
-        own = [k for k in self.active if self.exclusive[k]]
+        own = [k for k in self.active if not self.tiers[k].shared]
         self.own = own[0] if own else -1
-        self.order = own + [k for k in self.active if not self.exclusive[k]]
+        self.order = own + [k for k in self.active if self.tiers[k].shared]
         # the scheduler's inlined lookups walk ``lookup``: own tiers first here too
         self.lookup = [(k, self.stores[k].blocks) for k in self.order]
         self.pending: list[int] = []
         self.copies = 0  # blocks copied into the own tier
 
-    def take(self, k: int, ids: list[int]) -> None:
+    def take(self, k: int, ids: list[int], t: float = 0.0) -> None:
         """As :meth:`ReplicaTiers.take`; reads of a shared tier are counted and the
         blocks read more than ``hot`` times wait for the loads' start to be copied."""
-        super().take(k, ids)
+        super().take(k, ids, t)
         reads = self.reads[k]
         if reads is not None and self.own >= 0:
             hot = self.hot
@@ -542,7 +619,6 @@ def replica_tiers(
     shared_stores: dict[str, TierStore],
     block_size: int,
     kv_bytes_per_token: float,
-    write_through: bool,
     hot: int | None = None,
     reads: dict[str, dict[int, int]] | None = None,
 ) -> ReplicaTiers:
@@ -554,15 +630,15 @@ def replica_tiers(
     >>> dram = Tier("dram", 64, read_gbps=50.0, write_gbps=50.0)
     >>> pool = Tier("pool", 640, read_gbps=25.0, write_gbps=25.0, shared=True)
     >>> stores = {"pool": TierStore(640 // 16)}
-    >>> type(replica_tiers([dram, pool], stores, 16, 1e5, False)).__name__
+    >>> type(replica_tiers([dram, pool], stores, 16, 1e5)).__name__
     'ReplicaTiers'
-    >>> rt = replica_tiers([pool, dram], stores, 16, 1e5, False, hot=2, reads={"pool": {}})
+    >>> rt = replica_tiers([pool, dram], stores, 16, 1e5, hot=2, reads={"pool": {}})
     >>> rt.own, rt.order  # copies go to tier 1 (dram), looked up first
     (1, [1, 0])
     """
     if hot is None:
-        return ReplicaTiers(tiers, shared_stores, block_size, kv_bytes_per_token, write_through)
+        return ReplicaTiers(tiers, shared_stores, block_size, kv_bytes_per_token)
     return HotReplicaTiers(
-        tiers, shared_stores, block_size, kv_bytes_per_token, write_through,
+        tiers, shared_stores, block_size, kv_bytes_per_token,
         hot=hot, reads={} if reads is None else reads,
     )

@@ -1,0 +1,111 @@
+"""Tier write policies: the simulator in its timing-free limit equals ``reuse.replay_tiers``.
+
+The limit: requests far apart (each done before the next arrives), links of
+1e6 GB/s with no latency, ``load_policy="always"``, prompts of whole blocks
+with a unique last block and ``output_len`` 1 (nothing but the running
+request's blocks occupies HBM; see ``limit_workloads``). Then the
+simulator's per-request hits of HBM and of every tier must equal those of
+:func:`inferasim.reuse.replay_tiers`, a replay written from the documented
+rules that shares no code with the engine, for every write policy
+(evict / through, publish computed / all), per-replica and shared tiers,
+one to three replicas. Also hand-computed cases of each policy, and the
+README's worked example.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from helpers import hypothesis_settings
+from hypothesis import given
+from hypothesis import strategies as st
+from test_sim_tiers_properties import limit_workloads
+
+from inferasim import Workload
+from inferasim.reuse import replay_tiers
+from inferasim.sim import EngineConfig, LinearCostModel, Simulator, Tier, Tiers
+
+FAST = dict(read_gbps=1e6, write_gbps=1e6, latency_us=0.0)
+
+
+def limit_sim(wl: Workload, hbm_blocks: int, tiers: list[Tier], replicas: int):
+    return Simulator(
+        replicas=replicas,
+        routing="round_robin",
+        kv_tokens=hbm_blocks * wl.block_size,
+        tiers=Tiers(tiers, load_policy="always"),
+        engine=EngineConfig(max_batched_tokens=max(int(wl.input_len.max()), 256)),
+        cost_model=LinearCostModel(kv_bytes_per_token=1000.0),
+    ).run(wl, progress=False)
+
+
+@st.composite
+def policy_stacks(draw, bs: int) -> list[Tier]:
+    """One to three tiers (DRAM, SSD per replica; a shared pool), each with a drawn
+    write policy, publish rule, duplex flag and a capacity of 0 to 20 blocks."""
+    tiers = []
+    for name, shared in (("dram", False), ("ssd", False), ("pool", True)):
+        if not draw(st.booleans()):
+            continue
+        write = draw(st.sampled_from(["evict", "through"]))
+        publish = draw(st.sampled_from(["computed", "all"])) if write == "through" else "computed"
+        tiers.append(Tier(name, draw(st.integers(0, 20)) * bs, shared=shared, write=write,
+                          publish=publish, duplex=draw(st.booleans()), **FAST))
+    if not tiers:
+        tiers.append(Tier("pool", draw(st.integers(1, 20)) * bs, shared=True, **FAST))
+    if draw(st.booleans()):
+        tiers.reverse()  # (a shared tier on top of the per-replica ones)
+    return tiers
+
+
+def _compare(wl: Workload, hbm_blocks: int, tiers: list[Tier], replicas: int) -> None:
+    res = limit_sim(wl, hbm_blocks, tiers, replicas)
+    req = res.requests
+    assert (req["status"] == "finished").all()
+    ref = replay_tiers(wl, hbm_blocks * wl.block_size, tiers, replicas=replicas)
+    assert req["replica"].tolist() == ref["replica"].tolist()
+    for col in ["hbm_hit_tokens"] + [f"{t.name}_hit_tokens" for t in tiers]:
+        assert req[col].tolist() == ref[col].tolist(), col
+
+
+@hypothesis_settings(80)
+@given(data=st.data(), wl=limit_workloads(), hbm=st.integers(8, 14), replicas=st.integers(1, 3))
+def test_timing_free_limit_equals_the_replay_for_every_write_policy(data, wl, hbm, replicas):
+    tiers = data.draw(policy_stacks(wl.block_size))
+    _compare(wl, hbm, tiers, replicas)
+
+
+def test_limit_on_the_conversation_trace_with_write_through(conversation_path):
+    # The conversation trace made to fit the limit (as in test_sim_tiers_properties),
+    # 4 replicas, a per-replica DRAM written on eviction above a shared pool written
+    # through: every policy path on real prefix chains.
+    src = Workload.from_mooncake(conversation_path).head(3000)
+    bs = src.block_size
+    ids = []
+    for i in range(len(src)):
+        row = src.block_ids(i).tolist()[: int(src.input_len[i]) // bs]
+        ids.append(row + [-(i + 1)])
+    P = [len(r) * bs for r in ids]
+    wl = Workload.from_requests(np.arange(len(src)) * 1e7, P, [1] * len(src), ids, block_size=bs)
+    dram = Tier("dram", 300 * bs, write="evict", **FAST)
+    pool = Tier("pool", 3000 * bs, shared=True, **FAST)
+    res = limit_sim(wl, 400, [dram, pool], 4)
+    ref = replay_tiers(wl, 400 * bs, [dram, pool], replicas=4)
+    assert ref["pool_hit_tokens"].sum() > 0 and ref["dram_hit_tokens"].sum() > 0
+    for col in ("hbm_hit_tokens", "dram_hit_tokens", "pool_hit_tokens"):
+        assert res.requests[col].tolist() == ref[col].tolist(), col
+
+
+def test_pools_written_on_eviction_give_the_frames_of_before(conversation_path):
+    # The shared tier's default moved to write="through"; with write="evict" stated,
+    # the reference configuration "trace-tiers" (tests/_frames_digest.py) gives, bit
+    # for bit, the frames recorded before write policies existed (its digest in
+    # tests/data/frames_reference.json up to this change).
+    import _frames_digest as fd
+
+    (name, wl, kw, run), = [c for c in fd.native_configs(str(conversation_path))
+                            if c[0] == "trace-tiers"]
+    kw = dict(kw, tiers=[Tier(t.name, t.capacity_tokens, t.read_gbps, t.write_gbps,
+                              t.latency_us, shared=t.shared, write="evict")
+                         for t in kw["tiers"]])
+    res = Simulator(**kw).run(wl, progress=False, **run)
+    assert fd.digest(res) == "9340d858cdaf7f9f48690208dd68a0c932377bb7"
