@@ -37,8 +37,8 @@ from __future__ import annotations
 from collections import deque
 from typing import Any
 
-from inferasim.sim.decode import DecodeGroup
 from inferasim.sim.cache import own_key
+from inferasim.sim.decode import DecodeGroup
 from inferasim.sim.kv import KVManager
 from inferasim.sim.recorder import Recorder
 from inferasim.sim.sequence import (
