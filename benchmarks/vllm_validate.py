@@ -9,9 +9,9 @@ How vLLM is driven
 ------------------
 * The first ``N`` requests of the FAST'25 conversation trace
   (``Workload.from_mooncake``). Each 512-token hash id becomes 512 token ids
-  unique to that id (a prompt whose last block is partial takes the first
-  tokens of its id), the prompt tail beyond its hash ids becomes tokens
-  unique to the request, and every generated token is unique too. So vLLM's
+  unique to that id; the prompt tail past its last *full* hash block (a
+  partial last block included: the simulator caches full blocks only)
+  becomes tokens unique to the request, and every generated token is unique too. So vLLM's
   content hashes of 16-token pages can only match where the trace's hash ids
   match.
 * A clock in ms: every request whose arrival is ``<=`` the clock is added
@@ -123,7 +123,7 @@ def prompt_tokens(wl: ism.Workload) -> list[list[int]]:
         length = int(wl.input_len[i])
         toks: list[int] = []
         for h in ids:
-            if len(toks) >= length:
+            if len(toks) + bs > length:  # (a partial last block: unique tail tokens)
                 break
             block = per_id.get(int(h))
             if block is None:
