@@ -122,12 +122,12 @@ def test_tier_at_the_limits_gives_frames_within_the_guarantees():
 def test_tier_link_too_slow_for_the_workload_is_refused_at_the_run():
     # 3 requests x 132 tokens x 1e8 bytes = 3.96e10 bytes at 1 byte/s = 3.96e13 ms > 2**43
     cost = LinearCostModel(kv_bytes_per_token=1e8)
-    with pytest.raises(ValueError, match=r"Tier 'dram': read_gbps / latency_us: moving every "
+    with pytest.raises(ValueError, match=r"Tier 'dram': read_gbps: moving every "
                                          r"request's KV once \(3.96e\+10 bytes in 3 transfers\) "
                                          r"takes 3.96e\+13 ms"):
         tier_run(cost, read_gbps=1e-9)
     # n * latency: 3 x (2**43 ms / 2) = 1.5 x 2**43 ms
-    with pytest.raises(ValueError, match="Tier 'dram': read_gbps / latency_us"):
+    with pytest.raises(ValueError, match="Tier 'dram': latency_us: moving every"):
         tier_run(latency_us=MAX_TIME_MS * 1000 / 2)
 
 
@@ -150,7 +150,7 @@ def test_handoff_durations_are_bounded_at_the_run(fleet, match):
 def test_handoff_link_too_slow_for_the_workload_is_refused():
     # 3 x 34 tokens x 1e9 bytes = 1.02e11 bytes at 1 byte/s = 1.02e14 ms > 2**43 ms
     cost = LinearCostModel(kv_bytes_per_token=1e9)
-    with pytest.raises(ValueError, match=r"replicas.handoff_gbps / replicas.handoff_latency_us: "
+    with pytest.raises(ValueError, match=r"replicas.handoff_gbps: "
                                          r"moving every request's KV once \(1.02e\+11 bytes"):
         Simulator(Disaggregated(1, 1, handoff_gbps=1e-9), kv_tokens=4096,
                   cost_model=cost).run(small(), progress=False)
