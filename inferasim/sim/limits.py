@@ -67,7 +67,7 @@ def check_run_durations(
     >>> check_run_durations(*lens, 1e9, handoff=(1e-9, 0.0))
     Traceback (most recent call last):
     ...
-    ValueError: replicas.handoff_gbps / replicas.handoff_latency_us: moving every request's KV once (2e+12 bytes in 2 transfers) takes 2e+15 ms, beyond the 2**43 ms (~278 years) a run's times stay within
+    ValueError: replicas.handoff_gbps: moving every request's KV once (2e+12 bytes in 2 transfers) takes 2e+15 ms, beyond the 2**43 ms (~278 years) a run's times stay within
     """
     n = int(input_len.size)
     if kv_bytes_per_token > 0 and n:
@@ -78,16 +78,14 @@ def check_run_durations(
             if t.capacity_tokens <= 0:
                 continue
             for field in ("read_gbps", "write_gbps"):
-                transfer_ms(
-                    num_bytes, getattr(t, field), t.latency_us * n,
-                    f"Tier {t.name!r}: {field} / latency_us", what,
-                )
+                gbps = getattr(t, field)
+                culprit = field if _bytes_dominate(num_bytes, gbps, t.latency_us * n) else "latency_us"
+                transfer_ms(num_bytes, gbps, t.latency_us * n, f"Tier {t.name!r}: {culprit}", what)
         if handoff is not None:
             gbps, latency_us = handoff
-            transfer_ms(
-                num_bytes, gbps, latency_us * n,
-                "replicas.handoff_gbps / replicas.handoff_latency_us", what,
-            )
+            culprit = "handoff_gbps" if _bytes_dominate(num_bytes, gbps, latency_us * n) else (
+                "handoff_latency_us")
+            transfer_ms(num_bytes, gbps, latency_us * n, f"replicas.{culprit}", what)
     if think is not None and think.size:
         values = np.nan_to_num(np.asarray(think, dtype=np.float64), nan=0.0)
         if session_id is None:
@@ -99,6 +97,11 @@ def check_run_durations(
         sid = np.asarray(session_id)[np.flatnonzero(code.ravel() == k)[0]]
         sid = sid.item() if isinstance(sid, np.generic) else sid
         total_ms(float(sums[k]), "think_time", f"the think times of session {sid!r}")
+
+
+def _bytes_dominate(num_bytes: float, gbps: float, latency_us: float) -> bool:
+    """Whether the bandwidth (not the latency) gives most of a transfer's time."""
+    return num_bytes / (gbps * 1e6) >= latency_us / 1000.0
 
 
 def check_frame_times(finish: np.ndarray, first_token: np.ndarray) -> None:

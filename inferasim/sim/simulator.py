@@ -303,6 +303,7 @@ class _RunPlan:
     parent: np.ndarray | None = None  # closed loop: each request's previous turn
     think: np.ndarray | None = None  # closed loop: think times (NaN for first turns)
     links: Any = None  # closed loop: the session links
+    seed: int | None = None  # the checked seed (a plain int: numpy ints become one)
 
     @classmethod
     def of(
@@ -324,7 +325,7 @@ class _RunPlan:
             raise ValueError("think_time is only used with closed_loop=True")
         if not isinstance(sim.fast, bool):
             raise ValueError(f"fast must be a bool, got {sim.fast!r}")
-        check_seed(sim.seed, "seed", optional=True)
+        seed = check_seed(sim.seed, "seed", optional=True)
         cost = _cost(sim.cost_model)
         plan = cls(
             topology=_topology(fleet, cost),
@@ -334,6 +335,7 @@ class _RunPlan:
             stack=as_tiers(sim.tiers),
             router=make_router(sim.routing),
             admission=make_admission(sim.admission),
+            seed=seed,
         )
         if closed_loop:
             from inferasim.sim.closed_loop import session_links, think_times
@@ -376,7 +378,7 @@ class _RunPlan:
             max_batched_tokens=self.engine.max_batched_tokens,
             chunked_prefill=self.engine.chunked_prefill,
             eviction=sim.eviction,
-            seed=sim.seed,
+            seed=self.seed,
             sample_ms=timeline_ms,
             jump=sim.fast,
             progress=bool(progress),

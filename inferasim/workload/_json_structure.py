@@ -40,6 +40,7 @@ class Structure:
     pos: np.ndarray  # positions of brackets, colons and newlines outside strings
     char: np.ndarray  # the byte at each
     depth: np.ndarray  # nesting depth after each (brackets) or at it (colons, newlines)
+    newline_in_string: bool = False  # a raw newline inside a string (of the text as given)
 
 
 def structure(data: bytes) -> Structure:
@@ -68,15 +69,19 @@ def structure(data: bytes) -> Structure:
         if escaped:
             quotes = np.setdiff1d(quotes, np.asarray(escaped, dtype=np.int64))
     inside = (np.searchsorted(quotes, pos, side="right") % 2) == 1
+    split = bool(np.any(b[pos[inside]] == ord("\n")))
     pos = pos[~inside]
     char = b[pos]
     delta = np.isin(char, _OPEN).astype(np.int64) - np.isin(char, _CLOSE).astype(np.int64)
-    return Structure(pos, char, np.cumsum(delta))
+    return Structure(pos, char, np.cumsum(delta), split)
 
 
 def lines_are_whole(s: Structure) -> bool:
-    """True when every newline of a valid JSON text (its :func:`structure`)
-    lies outside any object or array (each line holds whole values).
+    """True when every newline of a JSON text (its :func:`structure`) lies
+    outside any string, object or array (each line holds whole values).
+
+    The text is the file as given; its lines joined without the newlines
+    parsed as valid JSON.
 
     Examples
     --------
@@ -84,7 +89,11 @@ def lines_are_whole(s: Structure) -> bool:
     True
     >>> lines_are_whole(structure(b'{"a": 1}, {"b": [1\\n2]}'))
     False
+    >>> lines_are_whole(structure(b'{"\\na": 1}'))  # (joined: the key "a")
+    False
     """
+    if s.newline_in_string:
+        return False
     return not bool(np.any(s.depth[s.char == ord("\n")] != 0))
 
 

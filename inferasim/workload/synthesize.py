@@ -554,7 +554,7 @@ def sample(
     span = span * model.num_requests / (model.num_requests - 1) if model.num_requests > 1 else 0.0
     span = span if span > 0 else 1000.0 * model.num_requests
     per_ms = model.num_requests / span * k_scale if rate is None else float(rate) / 1e3
-    horizon = n_out / per_ms
+    horizon = n_out / per_ms if per_ms > 0 else math.inf
     if not horizon <= MAX_ARRIVAL_SPAN_MS:
         name = "rate" if rate is not None else "num_sessions_scale"
         raise ValueError(
