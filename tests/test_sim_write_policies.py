@@ -14,6 +14,8 @@ README's worked example.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 from helpers import hypothesis_settings
 from hypothesis import given
@@ -109,3 +111,39 @@ def test_pools_written_on_eviction_give_the_frames_of_before(conversation_path):
                          for t in kw["tiers"]])
     res = Simulator(**kw).run(wl, progress=False, **run)
     assert fd.digest(res) == "9340d858cdaf7f9f48690208dd68a0c932377bb7"
+
+
+def readme_example(tiers: list[Tier]):
+    """The README's worked example (section "KV tiers behind HBM", write policies)."""
+    wl = Workload.from_requests(
+        [0, 1000, 2000, 3000, 4000], [12] * 5, [1] * 5,
+        [[1, 2, 9], [1, 2, 8], [5, 6, 7], [5, 6, 3], [1, 2, 4]], block_size=4,
+    )
+    return Simulator(replicas=2, routing="round_robin", kv_tokens=12, tiers=tiers,
+                     cost_model=LinearCostModel(kv_bytes_per_token=1000.0)).run(wl, progress=False)
+
+
+def test_readme_worked_example():
+    # Block size 4, HBM 3 blocks per replica, round robin: R0, R2, R4 on replica 0,
+    # R1, R3 on replica 1; each request's last block is its own (never reused).
+    # Pool written through (the default): R0 publishes 1, 2 (and 9), so R1 loads
+    # 1, 2 from the pool (8 tokens) though replica 0 still holds them in HBM; R2
+    # publishes 5, 6, found by R3; R2 also evicts R0's blocks from replica 0's HBM,
+    # so R4 finds 1, 2 in the pool: 24 of 60 prompt tokens, 0.4.
+    pool = Tier("pool", 400, read_gbps=25.0, write_gbps=25.0, shared=True)
+    res = readme_example([pool])
+    assert res.requests["pool_hit_tokens"].tolist() == [0, 8, 0, 8, 8]
+    # Written on eviction: the pool sees only R2's eviction of 9, 2, 1 from replica
+    # 0, so only R4 hits (8 of 60 tokens, 0.133).
+    res = readme_example([replace(pool, write="evict")])
+    assert res.requests["pool_hit_tokens"].tolist() == [0, 0, 0, 0, 8]
+    # A per-replica DRAM written through (vLLM's CPU offload): replica 0's DRAM has
+    # 1, 2 from R0's prefill, R4 loads them; replica 1 never computed them: 0.133.
+    # Every computed block is written (4 tokens x 1000 bytes each): replica 0
+    # computes 1, 2, 9 (R0), 5, 6, 7 (R2) and 4 (R4), replica 1 computes 1, 2, 8 and
+    # 5, 6, 3; nothing evicted from HBM is written again.
+    dram = Tier("dram", 400, read_gbps=50.0, write_gbps=50.0, write="through")
+    res = readme_example([dram])
+    assert res.requests["dram_hit_tokens"].tolist() == [0, 0, 0, 0, 8]
+    assert res.replicas["dram_bytes_written"].tolist() == [7 * 4000.0, 6 * 4000.0]
+    assert round(res.tiers.loc["dram", "token_hit_ratio"], 3) == 0.133
