@@ -10,17 +10,17 @@ these by :mod:`inferasim.figures`. No function sets the style: call
 :func:`inferasim.style.color`, so LRU and the conversation trace look the
 same in every plot.
 
-=========================  ==================================================
-reuse analysis             :func:`hit_rate`, :func:`mark_capacity`,
-                           :func:`popularity`, :func:`reuse_distance`,
-                           :func:`sessions`
-trace structure            :func:`lengths`, :func:`arrivals`,
-                           :func:`reusable_share`
-simulator results          :func:`latency_cdf`, :func:`quantile_dots`,
-                           :func:`replica_load`
-measured against simulated :func:`measured_vs_simulated`
-studies                    :func:`local_vs_pooled`, :func:`teaching`
-=========================  ==================================================
+==========================  ==================================================
+reuse analysis              :func:`hit_rate`, :func:`mark_capacity`,
+                            :func:`popularity`, :func:`reuse_distance`,
+                            :func:`sessions`
+trace structure             :func:`lengths`, :func:`arrivals`,
+                            :func:`reusable_share`
+simulator results           :func:`latency_cdf`, :func:`quantile_dots`,
+                            :func:`replica_load`
+measured against simulated  :func:`measured_vs_simulated`
+studies                     :func:`local_vs_pooled`, :func:`teaching`
+==========================  ==================================================
 
 Frames with a ``trace`` column (the :mod:`inferasim.studies` frames) draw
 one line per trace; a mapping ``{label: frame_or_result}`` does the same

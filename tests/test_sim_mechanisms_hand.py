@@ -95,7 +95,7 @@ def test_a_load_from_two_tiers_ends_with_its_last_delivery():
     # second: the load ends with its last delivery, 13.0, not the last one taken.
     dram = Tier("dram", 64, read_gbps=1.0, write_gbps=1.0)
     ssd = Tier("ssd", 64, read_gbps=4.0, write_gbps=4.0)
-    rt = ReplicaTiers([dram, ssd], {}, BS, 62500.0, False)
+    rt = ReplicaTiers([dram, ssd], {}, BS, 62500.0)
     rt.stores[0].blocks.update({1: 0, 2: 1, 3: 2})
     rt.stores[1].blocks[4] = 0
     assert rt.run([1, 2, 3, 4], 0, 4, {}, None) == (4, [3, 1], [])
@@ -111,7 +111,7 @@ def test_a_load_from_two_tiers_ends_with_its_last_delivery():
     assert seq.load_end == pytest.approx(13.0)
     # collected at each delivery instead, the same end
     seq2 = Seq(1, 64, 1, [1, 2, 3, 4], BS)
-    rt2 = ReplicaTiers([dram, ssd], {}, BS, 62500.0, False)
+    rt2 = ReplicaTiers([dram, ssd], {}, BS, 62500.0)
     seq2.loads = rt2.start_loads(10.0, [3, 1], seq2)
     seq2.loads_left = 2
     seq2.load_start = seq2.load_end = 10.0

@@ -108,13 +108,19 @@ def test_a_misspelt_required_column_is_an_error_not_a_default(header, column, ma
     assert f"{column!r}" in text and f"did you mean {match}?" in text and "line 1" in text
 
 
+def column_notes(wl):
+    """The notes of ``describe()`` on columns (the no-hash-ids note left out)."""
+    return [n for n in wl.describe().notes if not n.startswith("no hash ids")]
+
+
 def test_a_misspelt_optional_column_is_kept_with_a_warning_and_a_describe_note():
     with pytest.warns(UserWarning, match=r"column 'hash_id' is not an accepted name \(did you mean hash_ids\?\)"):
         wl = read("time,isl,osl,hash_id\n0,100,5,1\n10,200,7,2\n")
     assert not wl.has_hash_ids and wl.frame["hash_id"].tolist() == [1, 2]
-    assert wl.describe().notes == (
+    # (after the note that a workload without hash ids has no cache numbers)
+    assert column_notes(wl) == [
         "column 'hash_id' is kept as an extra column, not read (did you mean hash_ids?)",
-    )
+    ]
     assert "did you mean hash_ids?" in repr(wl.describe())
 
 
@@ -128,13 +134,13 @@ def test_a_misspelling_of_a_column_that_is_present_warns_and_keeps_both():
 def test_a_missing_column_with_no_lookalike_still_defaults_and_names_the_other_columns():
     with pytest.warns(UserWarning, match=r"using 1 for every request \(other columns, kept as they are: priority\)"):
         wl = read("time,isl,priority\n0,100,1\n")
-    assert wl.output_len.tolist() == [1] and wl.describe().notes == ()
+    assert wl.output_len.tolist() == [1] and column_notes(wl) == []
 
 
 def test_plain_extra_columns_are_not_taken_for_misspellings():
     # "session" is an extra column on purpose; "priority", "tenant" resemble nothing
     wl = read_quiet("time,isl,osl,session,priority,tenant\n0,100,5,a,1,2\n")
-    assert wl.describe().notes == ()
+    assert column_notes(wl) == []
 
 
 def test_a_header_of_misspellings_only_names_each_close_match():

@@ -136,7 +136,7 @@ def make_admission(admission: Any) -> Any:
     >>> make_admission(None) is None
     True
     >>> make_admission(SloAdmission(ttft_ms=500))
-    SloAdmission(ttft_ms=500, tpot_ms=None)
+    SloAdmission(ttft_ms=500.0, tpot_ms=None)
     >>> make_admission("slo")
     Traceback (most recent call last):
     ...

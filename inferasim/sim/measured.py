@@ -357,7 +357,7 @@ def compare(
         metric holds the means over the pairs finished on both sides:
         ``measured`` and ``simulated`` the mean values, ``error`` the mean
         difference, ``abs_error`` the mean absolute difference,
-        ``rel_error`` the mean of |difference| / measured. ``attrs["matched"]``
+        ``rel_error`` the mean of ``abs(difference) / measured``. ``attrs["matched"]``
         says how requests were paired (``"request_id"``, ``"arrival_order"``
         or None).
 

@@ -968,7 +968,8 @@ class Workload:
         --------
         >>> import io
         >>> wl = Workload.from_requests([0], [20], [4], [[7, 8]], block_size=16, chat_id=[5],
-        ...                             parent_chat_id=[-1], turn=[1], type=["text"])
+        ...                             parent_chat_id=[-1], session_id=[5], turn=[1],
+        ...                             type=["text"])
         >>> buf = io.StringIO()
         >>> wl.to_bailian(buf)
         >>> _ = buf.seek(0)
