@@ -47,6 +47,9 @@ def _interpreted_copy(dest: Path) -> Path:
     """A copy of the package without its extensions, beside the tests; returns its root."""
     shutil.copytree(PACKAGE, dest / "inferasim", ignore=shutil.ignore_patterns("*.so", "*.pyd", "__pycache__"))
     shutil.copytree(REPO / "tests", dest / "tests", ignore=shutil.ignore_patterns("__pycache__"))
+    # (tests/test_docs.py reads the site's sources when it is collected)
+    shutil.copytree(REPO / "docs", dest / "docs",
+                    ignore=shutil.ignore_patterns("_build", "generated", "notebooks", "__pycache__"))
     for name in ("conftest.py", "pyproject.toml"):
         shutil.copy(REPO / name, dest / name)
     check = subprocess.run(

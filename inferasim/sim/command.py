@@ -119,7 +119,7 @@ def _slo_flag(flag: str) -> Callable[[str], float]:
     >>> _slo_flag("--slo-tpot-ms")("nan")
     Traceback (most recent call last):
     ...
-    argparse.ArgumentTypeError: must be a finite number > 0 and <= 2**43 (ms), got 'nan'
+    argparse.ArgumentTypeError: --slo-tpot-ms must be a finite number > 0 and <= 2**43 (ms), got 'nan'
     """
 
     def parse(text: str) -> float:
@@ -132,7 +132,7 @@ def _slo_flag(flag: str) -> Callable[[str], float]:
         try:
             out = slo_ms(value, flag, optional=False)
         except ValueError as e:  # (argparse names the flag; the text as typed)
-            rule = str(e).removeprefix(f"{flag} ").rsplit(", got ", 1)[0]
+            rule = str(e).rsplit(", got ", 1)[0]
             raise argparse.ArgumentTypeError(f"{rule}, got {text!r}") from None
         assert out is not None
         return out
