@@ -106,10 +106,10 @@ class _PoolOrder:
                 times.append(t)
             return lower(kv, ids, m, limit, t)
 
-        def _take(rt, k, ids):  # (a load from a shared tier refreshes its LRU order)
+        def _take(rt, k, ids, t=0.0):  # (a load from a shared tier refreshes its LRU order)
             if rt.tiers[k].shared:  # (at the time of the admission's look-up)
                 times.append(times[-1])
-            return take(rt, k, ids)
+            return take(rt, k, ids, t)
 
         monkeypatch.setattr(ReplicaTiers, "_write", _write)
         monkeypatch.setattr(ReplicaTiers, "take", _take)
