@@ -115,6 +115,11 @@ def _probe(
         "tok_s": tokens / dur if dur > 0 else math.nan,
         "output_tok_s": float(s["output_tok_s"]),
         "meets_slo": bool(ok),
+        # (open loop) no two requests in service at once: in the fleet, on a replica
+        "runs_alone": bool(not run.get("closed_loop") and _runs_alone(req, by_replica=False)),
+        "alone_on_replicas": bool(
+            not run.get("closed_loop") and _runs_alone(req, by_replica=True)
+        ),
     }
 
 
@@ -147,6 +152,11 @@ class MaxRate:
         without a GPU price).
     probes : pandas.DataFrame
         Every simulation run, in the order run.
+    note : str
+        Why the search stopped where it did, when it did not bracket the
+        threshold: ``"no load meets the objective: ..."`` (then ``load`` is
+        0.0) or why ``load`` is the highest load worth probing. Empty when
+        the threshold was bracketed to ``rtol``.
 
     Examples
     --------
@@ -162,6 +172,7 @@ class MaxRate:
     gpus: int
     usd_per_million_tokens: float
     probes: pd.DataFrame | None = field(repr=False, compare=False)
+    note: str = ""
 
 
 @dataclass(frozen=True)
@@ -184,6 +195,9 @@ class MinReplicas:
         price).
     probes : pandas.DataFrame
         Every simulation run, in the order run.
+    note : str
+        ``"no fleet meets the objective: ..."`` when ``replicas`` is 0 (and
+        why the search stopped), else empty.
 
     Examples
     --------
@@ -199,6 +213,50 @@ class MinReplicas:
     tpot_ms: float
     usd_per_million_tokens: float
     probes: pd.DataFrame | None = field(repr=False, compare=False)
+    note: str = ""
+
+
+# ----------------------------------------------------------------- load limits
+#: At a load where every request arrives within this many ms of the first, any
+#: higher load is the same simulation (the engine's times resolve 1 µs).
+_SAME_INSTANT_MS = 1e-3
+
+
+def _load_limits(workload: Workload) -> tuple[float, float]:
+    """(lowest, highest) load factor worth probing on ``workload``.
+
+    Lowest: below it ``scale_time(1 / x)`` would put an arrival past the
+    2**43 ms a workload may span. Highest: above it every request arrives
+    within 1 µs of the first, so a higher load is the same run.
+    """
+    from inferasim.workload._parse import MAX_ARRIVAL_SPAN_MS
+
+    arr = workload.arrival_ms
+    furthest = float(np.max(np.abs(arr))) if len(arr) else 0.0
+    lowest = furthest / MAX_ARRIVAL_SPAN_MS * (1.0 + 1e-9) if furthest > 0 else 0.0
+    span = float(arr[-1] - arr[0]) if len(arr) > 1 else 0.0
+    highest = span / _SAME_INSTANT_MS if span > 0 else math.inf
+    return lowest, highest
+
+
+def _runs_alone(requests: pd.DataFrame, *, by_replica: bool) -> bool:
+    """Whether no two requests were in service at once (on one replica, ``by_replica``).
+
+    Then, in an open loop, every request already ran alone: at a lower load
+    (no two requests at once anywhere) or with more replicas (none at once
+    on one replica) each would still run alone and get the same latency.
+    """
+    fin = requests[requests["status"] == "finished"]
+    if len(fin) != len(requests) or len(fin) < 2:
+        return False
+    groups = fin.groupby("replica", sort=False) if by_replica else [(None, fin)]
+    for _, rows in groups:
+        order = np.argsort(rows["arrival_ms"].to_numpy(), kind="stable")
+        start = rows["arrival_ms"].to_numpy()[order]
+        end = rows["finish_ms"].to_numpy()[order]
+        if np.any(start[1:] < np.maximum.accumulate(end)[:-1]):
+            return False
+    return True
 
 
 # ----------------------------------------------------------------- searches
@@ -225,6 +283,15 @@ def max_rate(
     at most ``1 + rtol``; it returns the bracket's lower end, a load that
     met the objective. Each probe is one simulation.
 
+    The search never leaves the loads the workload can take: not below the
+    load at which its arrivals would pass 2**43 ms, not above the load at
+    which they all fall within 1 µs (a higher load is the same run). It
+    stops going down as soon as a probe misses the objective although no
+    two requests were in service at once (open loop): every request ran
+    alone, so no lower load can do better. Then, and when
+    ``min_load`` is reached, the result is ``load=0.0`` with ``note``
+    saying that no load meets the objective and why.
+
     Parameters
     ----------
     workload : Workload
@@ -238,8 +305,9 @@ def max_rate(
     start : float, default 1.0
         First load factor probed.
     min_load, max_load : float
-        Search limits: below ``min_load`` the answer is 0.0; at
-        ``max_load`` the search stops and returns it.
+        Search limits (finite, ``0 < min_load <= start <= max_load``):
+        below ``min_load`` the answer is 0.0; at ``max_load`` the search
+        stops and returns it.
     usd_per_gpu_hour : float, optional
         GPU price, for ``usd_per_million_tokens``.
     run : dict, optional
@@ -261,17 +329,37 @@ def max_rate(
     (True, True)
     >>> bool(cap.probes.query("load > @cap.load * 1.05")["meets_slo"].any())
     False
+
+    An objective no load can meet (a 1 ms TTFT for requests that take
+    longer alone) is reported as such:
+
+    >>> none = ism.plan.max_rate(wl, sim, slo_ttft_ms=1.0, run={"progress": False})
+    >>> none.load, none.note
+    (0.0, 'no load meets the objective: at load 0.0009766 no two requests ... so no lower load can do better')
     """
     if not isinstance(workload, Workload):
         raise TypeError(f"workload must be a Workload, got {type(workload).__name__}")
     _check_slo(slo_ttft_ms, slo_tpot_ms, percentile)
-    if not (0 < rtol < 1):
+    if not (isinstance(rtol, (int, float)) and 0 < rtol < 1):
         raise ValueError(f"rtol must be in (0, 1), got {rtol!r}")
+    for name, v in (("min_load", min_load), ("start", start), ("max_load", max_load)):
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+            raise ValueError(
+                f"{name} must be a finite number, got {v!r} (the search probes loads between "
+                "min_load and max_load, one simulation each)"
+            )
     if not (0 < min_load <= start <= max_load):
         raise ValueError(
             f"need 0 < min_load <= start <= max_load, got {min_load!r}, {start!r}, {max_load!r}"
         )
     offered = _offered_rps(workload)
+    lowest, highest = _load_limits(workload)
+    if start < lowest:
+        raise ValueError(
+            f"start={start!r} is below {lowest:.4g}, the lowest load of this workload: "
+            "scale_time would put its arrivals past 2**43 ms"
+        )
+    floor, ceiling = max(float(min_load), lowest), min(float(max_load), max(highest, start))
     options = run_options(run)
     sim = _simulator_with(simulator)
     probes: list[dict[str, Any]] = []
@@ -281,24 +369,45 @@ def max_rate(
         return probes[-1]["meets_slo"]
 
     good: dict[str, Any] | None = None
+    note = ""
     x = float(start)
     if ok(x):
         lo, good = x, probes[-1]
         hi = None
-        while hi is None and lo < max_load:
-            x = min(lo * 2.0, max_load)
+        while hi is None and lo < ceiling:
+            x = min(lo * 2.0, ceiling)
             if ok(x):
                 lo, good = x, probes[-1]
             else:
                 hi = x
+        if hi is None:
+            note = (
+                f"max_load={max_load!r} reached" if ceiling == max_load
+                else f"at load {ceiling:.4g} every request arrives within 1 µs of the first: "
+                "a higher load is the same run"
+            )
     else:
         hi, lo = x, None
-        while lo is None and hi > min_load:
-            x = max(hi / 2.0, min_load)
+        while lo is None and hi > floor and not probes[-1]["runs_alone"]:
+            x = max(hi / 2.0, floor)
             if ok(x):
                 lo, good = x, probes[-1]
             else:
                 hi = x
+        if lo is None:
+            if probes[-1]["runs_alone"]:
+                why = (
+                    f"at load {probes[-1]['load']:.4g} no two requests were in service at "
+                    "once (each ran alone), so no lower load can do better"
+                )
+            elif floor > min_load:
+                why = (
+                    f"it is missed down to load {floor:.4g}, below which the workload's "
+                    "arrivals would pass 2**43 ms"
+                )
+            else:
+                why = f"it is missed down to min_load={min_load!r}"
+            note = f"no load meets the objective: {why}"
     if lo is not None and hi is not None:
         while hi / lo > 1.0 + rtol:
             mid = math.sqrt(lo * hi)
@@ -308,7 +417,9 @@ def max_rate(
                 hi = mid
     frame = pd.DataFrame(probes)
     if good is None:
-        return MaxRate(0.0, 0.0, math.inf, math.nan, math.nan, probes[-1]["gpus"], math.nan, frame)
+        return MaxRate(
+            0.0, 0.0, math.inf, math.nan, math.nan, probes[-1]["gpus"], math.nan, frame, note
+        )
     return MaxRate(
         load=good["load"],
         rate_rps=offered * good["load"],
@@ -318,6 +429,7 @@ def max_rate(
         gpus=good["gpus"],
         usd_per_million_tokens=_usd_per_million(good["gpus"], good["tok_s"], usd_per_gpu_hour),
         probes=frame,
+        note=note,
     )
 
 
@@ -339,14 +451,19 @@ def min_replicas(
     Probes 1, 2, 4, ... replicas until one meets the objective, then
     bisects between the last that missed and the first that met it. Each
     probe is one simulation with every other parameter of ``simulator``
-    kept.
+    kept. It stops early when a probe misses the objective although no two
+    requests were in service at once on a replica (open loop): more
+    replicas cannot do better; the result is then ``replicas=0`` with a
+    ``note`` saying so.
 
     Parameters
     ----------
     workload : Workload
     simulator : Simulator
         The fleet to size: an aggregated one (``replicas`` an int, which is
-        ignored); probes run on copies, ``simulator`` is not changed.
+        ignored); probes run on copies, ``simulator`` is not changed. A
+        prefill/decode fleet (``replicas=Disaggregated(...)``) is refused:
+        one replica count cannot scale its two pools (sweep them instead).
     load : float, default 1.0
         Load multiplier (``workload.scale_time(1 / load)``).
     rate : float, optional
@@ -394,8 +511,17 @@ def min_replicas(
 
     if isinstance(simulator.replicas, Disaggregated):
         raise ValueError(
-            f"min_replicas sizes an aggregated fleet (replicas=int); this simulator has "
-            f"replicas={simulator.replicas!r}"
+            f"min_replicas sizes an aggregated fleet (replicas=int); this simulator has the "
+            f"prefill/decode fleet replicas={simulator.replicas!r}, which one replica count "
+            "cannot scale: size its pools with inferasim.sweep over replicas__prefill and "
+            "replicas__decode (then plan.pareto on gpus and the latency)"
+        )
+    lowest, _ = _load_limits(workload)
+    if load < lowest:
+        given = f"rate={rate!r}" if rate is not None else f"load={load!r}"
+        raise ValueError(
+            f"{given} is below load {lowest:.4g}, the lowest this workload can take: "
+            "scale_time would put its arrivals past 2**43 ms"
         )
     probes: list[dict[str, Any]] = []
     met: dict[int, dict[str, Any]] = {}
@@ -416,11 +542,21 @@ def min_replicas(
             hi = r
             break
         lo = r
+        if probes[-1]["alone_on_replicas"]:
+            break
         r = min(r * 2, max_replicas) if r < max_replicas else max_replicas + 1
     frame_rows = probes
     if hi is None:
+        if probes[-1]["alone_on_replicas"]:
+            why = (
+                f"with {probes[-1]['replicas']} replicas no two requests were in service at "
+                "once on a replica (each ran alone), so more replicas cannot do better"
+            )
+        else:
+            why = f"it is missed up to max_replicas={max_replicas}"
         return MinReplicas(
-            0, 0, float(load), offered * load, math.nan, math.nan, math.nan, pd.DataFrame(frame_rows)
+            0, 0, float(load), offered * load, math.nan, math.nan, math.nan,
+            pd.DataFrame(frame_rows), f"no fleet meets the objective: {why}",
         )
     while hi - lo > 1:
         mid = (lo + hi) // 2

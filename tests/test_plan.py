@@ -121,9 +121,22 @@ def test_min_replicas_rate_form_equals_load_form():
 
 
 def test_min_replicas_gives_up_at_max_replicas():
-    res = plan.min_replicas(dd1_workload(), dd1_simulator(), slo_ttft_ms=9.0, max_replicas=3, run=QUIET)
+    # load 4: a request every 2.5 ms, 10 ms each; round-robin over r <= 3 replicas gives each
+    # one every 2.5 * r <= 7.5 ms < 10 ms, so requests share a replica on every probe, and a
+    # 9 ms TTFT (below the 10 ms of a lone request) is never met
+    res = plan.min_replicas(dd1_workload(), dd1_simulator(routing="round_robin"), load=4.0,
+                            slo_ttft_ms=9.0, max_replicas=3, run=QUIET)
     assert res.replicas == 0
     assert sorted(res.probes["replicas"]) == [1, 2, 3]
+    assert res.note == "no fleet meets the objective: it is missed up to max_replicas=3"
+
+
+def test_min_replicas_stops_when_every_request_already_runs_alone():
+    # load 1: one 10 ms request every 10 ms on one replica: each runs alone (one finishes as
+    # the next arrives) with TTFT 10 ms > 9 ms; more replicas cannot lower it, so one probe
+    res = plan.min_replicas(dd1_workload(), dd1_simulator(), slo_ttft_ms=9.0, run=QUIET)
+    assert res.replicas == 0 and res.probes["replicas"].tolist() == [1]
+    assert res.note.startswith("no fleet meets the objective: with 1 replicas no two requests")
 
 
 def test_cost_per_million_tokens_by_hand():
@@ -236,3 +249,73 @@ def test_min_replicas_refuses_a_disaggregated_fleet_and_max_rate_takes_one():
         plan.min_replicas(dd1_workload(), pd_sim, slo_ttft_ms=30.0, run=QUIET)
     cap = plan.max_rate(dd1_workload(), pd_sim, slo_ttft_ms=30.0, run=QUIET)
     assert (cap.probes["replicas"] == 2).all() and cap.gpus == 2
+
+
+# ---------------------------------------------- reliability (issue 23, class 6)
+
+
+@pytest.mark.parametrize("kwargs, name", [
+    ({"max_load": math.inf}, "max_load"),
+    ({"min_load": math.nan}, "min_load"),
+    ({"start": math.nan}, "start"),
+    ({"max_load": True}, "max_load"),
+])
+def test_max_rate_refuses_unbounded_limits(kwargs, name):
+    # Before: max_load=inf doubled the load ~1,000 times, then "factor ... got 0.0"
+    with pytest.raises(ValueError, match=rf"^{name} must be a finite number"):
+        plan.max_rate(dd1_workload(), dd1_simulator(), slo_ttft_ms=1e9, run=QUIET, **kwargs)
+
+
+def test_max_rate_stops_where_a_higher_load_is_the_same_run():
+    # The D/D/1 arrivals span 49 * 10 = 490 ms; at load 490 / 1e-3 = 490,000 they all fall
+    # within 1 µs. Doubling from 1 probes 2**0 .. 2**18 = 262,144 (19 probes, all met with
+    # a 1e9 ms objective), then 490,000 (the 20th) instead of 2**19.
+    cap = plan.max_rate(dd1_workload(), dd1_simulator(), slo_ttft_ms=1e9, max_load=1e300,
+                        run=QUIET)
+    assert len(cap.probes) == 20 and cap.probes["meets_slo"].all()
+    assert cap.load == pytest.approx(490e3, rel=1e-12)
+    assert cap.note.startswith("at load 4.9e+05 every request arrives within 1 µs")
+
+
+def test_an_unreachable_objective_is_reported_not_a_scale_time_error():
+    # TTFT of a lone request is S = 10 ms > 9 ms. At load 1 one request finishes as the next
+    # arrives (none at once): a lower load cannot help, one probe is enough.
+    # Before: the search halved down towards min_load=1e-300 and failed in scale_time.
+    cap = plan.max_rate(dd1_workload(), dd1_simulator(), slo_ttft_ms=9.0, min_load=1e-300,
+                        run=QUIET)
+    assert (cap.load, len(cap.probes)) == (0.0, 1)
+    assert cap.note == (
+        "no load meets the objective: at load 1 no two requests were in service at once "
+        "(each ran alone), so no lower load can do better"
+    )
+
+
+def test_an_unreachable_objective_stops_at_the_workloads_time_limit():
+    # Two requests arrive together at 0 (they always share the replica), one at 100 ms.
+    # scale_time(1/x) keeps the 100 ms arrival within 2**43 ms for x >= 100 / 2**43
+    # = 1.137e-11; halving from 1 reaches 2**-36 = 1.455e-11 (37 probes), then that floor.
+    wl = ism.Workload.from_requests([0.0, 0.0, 100.0], [100] * 3, [1] * 3)
+    cap = plan.max_rate(wl, dd1_simulator(), slo_ttft_ms=9.0, min_load=1e-300, run=QUIET)
+    floor = 100.0 / 2.0**43
+    assert cap.load == 0.0 and len(cap.probes) == 38
+    assert cap.probes["load"].iloc[-1] == pytest.approx(floor, rel=1e-6)
+    assert cap.note == (
+        "no load meets the objective: it is missed down to load 1.137e-11, below which the "
+        "workload's arrivals would pass 2**43 ms"
+    )
+
+
+def test_min_replicas_refuses_a_prefill_decode_fleet_before_any_probe(monkeypatch):
+    # Before (issue 23): probes set replicas=1..16 while the fleet stayed at 2 GPUs, answer 0
+    sim = dd1_simulator(replicas=ism.Disaggregated(prefill=1, decode=1))
+    monkeypatch.setattr(ism.Simulator, "run", lambda *a, **k: pytest.fail("a probe ran"))
+    with pytest.raises(ValueError, match=r"prefill/decode fleet .* replicas__prefill and "
+                                         r"replicas__decode"):
+        plan.min_replicas(dd1_workload(), sim, slo_ttft_ms=50.0, run=QUIET)
+
+
+def test_min_replicas_names_a_rate_the_workload_cannot_take():
+    # offered rate 50 / 0.49 s = 102 rps; 1e-12 rps would stretch arrivals past 2**43 ms
+    with pytest.raises(ValueError, match=r"^rate=1e-12 is below load .* 2\*\*43 ms"):
+        plan.min_replicas(dd1_workload(), dd1_simulator(), rate=1e-12, slo_ttft_ms=50.0,
+                          run=QUIET)
