@@ -8,9 +8,11 @@ plainly, for cross-checks).
 
 from __future__ import annotations
 
+import contextlib
 import math
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -460,3 +462,37 @@ class ScriptedRouter:
         if self.look is not None:
             self.seen.append(self.look(replicas))
         return self.then(request, replicas)
+
+
+# ---------------------------------------------------------------- the browser
+
+#: Debian's chromium, driven by Playwright (tests/test_browser.py, tests/test_docs.py).
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+
+
+@contextlib.contextmanager
+def chromium_page(missing: Callable[[str], None]) -> Iterator[Any]:
+    """A new 1400x1000 page in headless Debian chromium, closed afterwards;
+    ``missing(message)`` (skip, or fail under CI) when chromium or playwright is absent."""
+    if not CHROMIUM.exists():
+        missing(f"{CHROMIUM} is missing (apt-get install chromium)")
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        missing("playwright is not installed (pip install -e '.[test]')")
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        try:
+            yield browser.new_context(viewport={"width": 1400, "height": 1000}).new_page()
+        finally:
+            browser.close()
+

@@ -41,18 +41,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from helpers import chromium_page
 
 REPO = Path(__file__).resolve().parents[1]
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 NOTEBOOK = "02_cache_sizing.py"
 ON_CI = os.environ.get("CI", "").lower() == "true"
 
@@ -179,19 +170,8 @@ def lab(lab_root: Path, conversation_path: Path, synthetic_trace_path: Path) -> 
 
 @pytest.fixture(scope="module")
 def page(lab: str):
-    if not CHROMIUM.exists():
-        _missing(f"{CHROMIUM} is missing (apt-get install chromium)")
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        _missing("playwright is not installed (pip install -e '.[test]')")
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        try:
-            context = browser.new_context(viewport={"width": 1400, "height": 1000})
-            yield context.new_page()
-        finally:
-            browser.close()
+    with chromium_page(_missing) as tab:
+        yield tab
 
 
 try:

@@ -31,13 +31,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from helpers import chromium_page
 
 REPO = Path(__file__).resolve().parents[1]
 DOCS = REPO / "docs"
 NOTEBOOKS = sorted((REPO / "notebooks").glob("[0-9][0-9]_*.py"))
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run"]
 ON_CI = os.environ.get("CI", "").lower() == "true"
 # The modules the API reference documents, as docs/api/index.rst lists them.
 API_MODULES = re.findall(r"^   (inferasim[\w.]*)$", (DOCS / "api" / "index.rst").read_text(), re.M)
@@ -141,25 +139,13 @@ def shots(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def page(server: str):
-    if not CHROMIUM.exists():
-        _missing(f"{CHROMIUM} is missing (apt-get install chromium)")
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        _missing("playwright is not installed (pip install -e '.[test]')")
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        try:
-            context = browser.new_context(viewport={"width": 1400, "height": 1000})
-            tab = context.new_page()
-            # Every request stays on this machine's server (the site fetches nothing else).
-            outside: list[str] = []
-            tab.on("request", lambda r: None if r.url.startswith((server, "data:"))
-                   else outside.append(r.url))
-            yield tab
-            assert not outside, outside
-        finally:
-            browser.close()
+    with chromium_page(_missing) as tab:
+        # Every request stays on this machine's server (the site fetches nothing else).
+        outside: list[str] = []
+        tab.on("request", lambda r: None if r.url.startswith((server, "data:"))
+               else outside.append(r.url))
+        yield tab
+        assert not outside, outside
 
 
 LOADED_IMAGES_JS = """

@@ -28,7 +28,7 @@ own session, with a warning counting them; it keeps its ``parent_chat_id``.
 from __future__ import annotations
 
 import warnings
-from os import PathLike, fspath
+from os import PathLike
 from pathlib import Path
 from typing import IO, Any
 
@@ -44,7 +44,7 @@ from inferasim.workload._parse import (
     parse_json_records,
     read_bytes,
 )
-from inferasim.workload.mooncake import _hash_id_arrays
+from inferasim.workload.mooncake import _hash_id_arrays, write_bytes
 
 __all__ = ["read_bailian", "write_bailian", "FIELDS"]
 
@@ -254,12 +254,6 @@ def write_bailian(workload: Columns, path: str | PathLike[str] | IO[Any]) -> Non
         ex["turn"].tolist(), workload.hash_id_lists(), strict=True,
     )
     opt = orjson.OPT_APPEND_NEWLINE
-    data = b"".join(orjson.dumps(dict(zip(FIELDS, row, strict=True)), option=opt) for row in rows)
-    if hasattr(path, "write"):
-        try:
-            path.write(data)  # type: ignore[union-attr]
-        except TypeError:
-            path.write(data.decode())  # type: ignore[union-attr]
-        return
-    with open(fspath(path), "wb") as fh:
-        fh.write(data)
+    write_bytes(path, b"".join(
+        orjson.dumps(dict(zip(FIELDS, row, strict=True)), option=opt) for row in rows
+    ))

@@ -336,7 +336,19 @@ def write_mooncake(
                 c[:-2] + b',"session_id":' + orjson.dumps(sid) + b"}\n"
                 for c, sid in zip(chunks, sessions, strict=True)
             ]
-    data = b"".join(chunks)
+    write_bytes(path, b"".join(chunks))
+
+
+def write_bytes(path: str | PathLike[str] | IO[Any], data: bytes) -> None:
+    """Write a trace file's bytes to a path (gzip-compressed when it ends in
+    ``.gz``) or to an open binary or text buffer.
+
+    Examples
+    --------
+    >>> import io
+    >>> buf = io.StringIO(); write_bytes(buf, b'{"a":1}'); buf.getvalue()
+    '{"a":1}'
+    """
     if hasattr(path, "write"):
         try:
             path.write(data)  # type: ignore[union-attr]
