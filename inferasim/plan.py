@@ -322,7 +322,7 @@ def max_rate(
     --------
     >>> import inferasim as ism
     >>> wl = ism.Workload.from_synthetic(200, rate=5.0, input_len=1024, output_len=32, seed=0)
-    >>> sim = ism.Simulator(cost_model=ism.LinearCostModel(kv_blocks=64))
+    >>> sim = ism.Simulator(cost_model=ism.LinearCostModel(kv_tokens=64 * 512))
     >>> cap = ism.plan.max_rate(wl, sim, slo_ttft_ms=500, rtol=0.05, usd_per_gpu_hour=2.0,
     ...                         run={"progress": False})
     >>> bool(cap.probes["meets_slo"].any()), cap.load > 1

@@ -13,13 +13,19 @@ Two sets of configurations:
   digests the engine gave before its restructure: the same frames, bit for
   bit.
 
+Each set runs under one of two engine rules (``RULES``): ``whole_blocks``
+(``EngineConfig.whole_blocks()``, the rules every digest of 41ecd0e was taken
+under: the restructure's proof) and ``vllm`` (the default ``EngineConfig()``,
+vLLM v1's rules; recorded when they became the default, a change detector).
+
 Usage::
 
-    python tests/_frames_digest.py native|reference CONVERSATION_TRACE [SYNTHETIC_TRACE]
+    python tests/_frames_digest.py native|reference whole_blocks|vllm CONVERSATION_TRACE [SYNTHETIC_TRACE]
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import re
@@ -208,21 +214,36 @@ def reference_configs(conversation: str, synthetic: str) -> list[tuple[str, ism.
     ]
 
 
-def digests(configs: list[tuple[str, ism.Workload, dict, dict]]) -> dict[str, str]:
-    """Run every configuration; its name to the digest of its frames."""
+#: The engine rules a set runs under: the four switches of ``EngineConfig``
+#: that tell vLLM v1's rules from the whole-block ones.
+RULES = {"whole_blocks": EngineConfig.whole_blocks(), "vllm": EngineConfig()}
+_RULE_FIELDS = ("page_tokens", "full_prompt_admission", "cache_on_schedule", "cache_generated")
+
+
+def under(rules: str, kw: dict) -> dict:
+    """``kw`` with its engine (or the default one) switched to ``RULES[rules]``."""
+    chosen = RULES[rules]
+    engine = dataclasses.replace(kw.get("engine") or EngineConfig(),
+                                 **{f: getattr(chosen, f) for f in _RULE_FIELDS})
+    return {**kw, "engine": engine}
+
+
+def digests(configs: list[tuple[str, ism.Workload, dict, dict]],
+            rules: str = "whole_blocks") -> dict[str, str]:
+    """Run every configuration under ``rules``; its name to the digest of its frames."""
     return {
-        name: digest(Simulator(**kw).run(wl, progress=False, **run))
+        name: digest(Simulator(**under(rules, kw)).run(wl, progress=False, **run))
         for name, wl, kw, run in configs
     }
 
 
 def main() -> None:
-    which, conversation = sys.argv[1], sys.argv[2]
+    which, rules, conversation = sys.argv[1], sys.argv[2], sys.argv[3]
     if which == "native":
         configs = native_configs(conversation)
     else:
-        configs = reference_configs(conversation, sys.argv[3])
-    print(json.dumps(digests(configs), sort_keys=True, indent=1))
+        configs = reference_configs(conversation, sys.argv[4])
+    print(json.dumps(digests(configs, rules), sort_keys=True, indent=1))
 
 
 if __name__ == "__main__":

@@ -68,7 +68,7 @@ def _compiled_or_skip() -> None:
 def _digests(pythonpath: Path, cwd: Path, trace: Path) -> dict[str, str]:
     env = {**os.environ, "PYTHONPATH": str(pythonpath)}
     proc = subprocess.run(
-        [sys.executable, str(REPO / "tests" / "_frames_digest.py"), "native", str(trace)],
+        [sys.executable, str(REPO / "tests" / "_frames_digest.py"), "native", "vllm", str(trace)],
         cwd=cwd, env=env, capture_output=True, text=True, timeout=900,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]

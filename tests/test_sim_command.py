@@ -67,10 +67,12 @@ def test_simulate_conversation_trace(conversation_path, capsys):
 
 
 def test_default_cost_model_is_the_roofline_llama_8b_on_h100():
+    # KV memory is allocated in vLLM's 16-token blocks (pages) of the 512-token trace blocks
     wl = Workload.from_requests([0], [1024], [4], [[1, 2]])
     res = Simulator().run(wl, progress=False)
-    expected = RooflineCostModel("llama-3.1-8b", "h100-80gb").kv_capacity_blocks(512)
-    assert res.config["kv_blocks"] == expected
+    expected = RooflineCostModel("llama-3.1-8b", "h100-80gb").kv_capacity_blocks(16)
+    assert res.config["kv_blocks"] == expected and res.config["page_tokens"] == 16
+    assert res.config["kv_tokens"] == expected * 16
     assert res.replicas["kv_capacity_blocks"].tolist() == [expected]
 
 
@@ -146,19 +148,20 @@ def test_progress_bar_option_runs(capsys):
 
 
 def test_simulate_kv_tokens_and_overlap_weight_options(tmp_path, capsys):
-    # --kv-tokens is the HBM KV capacity per replica in tokens (whole blocks count).
-    # Each request of MOONCAKE needs ceil((1100 + 20 - 1) / 512) = 3 blocks: 2 * 512
-    # tokens reject all three, 3 * 512 serve them; less than a block is an error.
+    # --kv-tokens is the HBM KV capacity per replica in tokens (whole 16-token KV
+    # blocks, vLLM's pages, count). Each request of MOONCAKE needs
+    # ceil((1100 + 20 - 1) / 16) = 70 blocks = 1,120 tokens: 1,119 tokens (69 whole
+    # blocks) reject all three, 1,120 serve them; less than a block is an error.
     trace = tmp_path / "t.jsonl"
     trace.write_text(MOONCAKE)
     argv = ["simulate", str(trace), "--replicas", "1", "--no-progress"]
-    assert main([*argv, "--kv-tokens", str(2 * 512)]) == 0
+    assert main([*argv, "--kv-tokens", "1119"]) == 0
     r = rows(capsys.readouterr().out)
     assert (r["finished"], r["rejected"]) == ("0", "3")
-    assert main([*argv, "--kv-tokens", str(3 * 512)]) == 0
+    assert main([*argv, "--kv-tokens", "1120"]) == 0
     assert rows(capsys.readouterr().out)["finished"] == "3"
-    assert main([*argv, "--kv-tokens", "100"]) == 1
-    assert "kv_tokens (100) holds no whole KV block of 512 tokens" in capsys.readouterr().err
+    assert main([*argv, "--kv-tokens", "15"]) == 1
+    assert "kv_tokens (15) holds no whole KV block of 16 tokens" in capsys.readouterr().err
     # --overlap-weight weighs kv_cost's cost; with another policy it is an error
     assert main([*argv, "--overlap-weight", "4"]) == 0
     capsys.readouterr()

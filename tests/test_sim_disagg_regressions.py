@@ -11,6 +11,11 @@ handed-off KV held there. Every test here runs under the event loop's livelock
 guard (``loop.STALL_CHECK * loop.STALL_LIMIT``, about 130k instants without an
 arrival, first token, delivery or finish: a clear internal error), so a
 regression fails instead of hanging.
+
+The cases were found, and are derived, under ``EngineConfig.whole_blocks()``:
+its first-chunk admission is what admits a prompt that is preempted for lack
+of room later (vLLM's full-prompt admission, the default, waits instead), so
+they pin those rules.
 """
 
 from __future__ import annotations
@@ -35,7 +40,7 @@ FLAT = LinearCostModel(
 def minimal(fast: bool):
     wl = Workload.from_requests([0.0] * 3, [1, 6, 3], [6, 2, 4], block_size=1)
     return Simulator(
-        kv_tokens=8 * 1, engine=EngineConfig(max_num_seqs=2, max_batched_tokens=2),
+        kv_tokens=8 * 1, engine=EngineConfig.whole_blocks(max_num_seqs=2, max_batched_tokens=2),
         eviction="fifo", seed=0, cost_model=FLAT, fast=fast,
         replicas=Disaggregated(1, 1, handoff_gbps=1.0, handoff_latency_us=0.0, layerwise=True),
     ).run(wl, progress=False)
@@ -93,7 +98,7 @@ def test_reported_livelock_every_request_comes_out():
         decode_seq_ms=0.7, decode_context_ms=0.0, kv_bytes_per_token=1e6,
     )
     kw = dict(
-        kv_tokens=27 * 4, engine=EngineConfig(max_num_seqs=6, max_batched_tokens=23),
+        kv_tokens=27 * 4, engine=EngineConfig.whole_blocks(max_num_seqs=6, max_batched_tokens=23),
         eviction="fifo", seed=2, cost_model=cost,
         replicas=Disaggregated(1, 1, handoff_gbps=1.0, handoff_latency_us=50.0, layerwise=True),
     )
@@ -150,7 +155,7 @@ def test_arrivals_are_progress_for_the_guard(monkeypatch, fleet):
     cost = LinearCostModel(overhead_ms=1000.0, prefill_token_ms=0.0, decode_seq_ms=0.0,
                            kv_bytes_per_token=1.0)
     req = Simulator(replicas=fleet, routing="round_robin", kv_tokens=16 * (n + 1),
-                    engine=EngineConfig(max_num_seqs=n, max_batched_tokens=16 * n),
+                    engine=EngineConfig.whole_blocks(max_num_seqs=n, max_batched_tokens=16 * n),
                     cost_model=cost).run(wl, progress=False).requests
     assert req["status"].eq("finished").all()
     assert req["finish_ms"].tolist() == [1000.0] + [2000.0] * (n - 1)
@@ -173,7 +178,7 @@ def test_zero_time_prefill_step_hands_off(fast, gbps, delivered):
     wl = Workload.from_requests([0.0], [1], [2], block_size=1)
     req = Simulator(
         replicas=Disaggregated(1, 1, handoff_gbps=gbps, handoff_latency_us=0.0), kv_tokens=3 * 1,
-        engine=EngineConfig(max_num_seqs=1, max_batched_tokens=1), cost_model=cost, fast=fast,
+        engine=EngineConfig.whole_blocks(max_num_seqs=1, max_batched_tokens=1), cost_model=cost, fast=fast,
     ).run(wl, progress=False).requests
     assert req["status"].tolist() == ["finished"]
     assert req["first_token_ms"].tolist() == [0.0]
@@ -200,7 +205,7 @@ def test_zero_time_prefill_steps_do_not_spin_at_one_instant(fast):
     )
     req = Simulator(
         replicas=Disaggregated(1, 1, handoff_gbps=1.0, handoff_latency_us=50.0),
-        kv_tokens=40 * 4, engine=EngineConfig(max_num_seqs=4, max_batched_tokens=9),
+        kv_tokens=40 * 4, engine=EngineConfig.whole_blocks(max_num_seqs=4, max_batched_tokens=9),
         eviction="fifo", cost_model=cost, fast=fast,
     ).run(wl, progress=False).requests
     assert req["status"].tolist() == ["finished"] * 7

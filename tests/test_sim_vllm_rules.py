@@ -2,7 +2,8 @@
 
 Each rule is a switch: full-prompt admission, KV pages smaller than the hash
 blocks, blocks cached when scheduled, generated blocks kept as cache. Every
-case runs with the rule off and on and checks both against a derivation.
+case starts from ``EngineConfig.whole_blocks()`` (all four off), runs with the
+rule off and on, and checks both against a derivation.
 The cost model is ``LinearCostModel()``: a step costs ``5 + 0.05 *
 prefill_tokens + 0.1 * decode_seqs`` ms. Hash blocks are 16 tokens.
 """
@@ -20,7 +21,8 @@ LIN = LinearCostModel()
 
 
 def run(wl, kv_tokens, **engine):
-    return runner(kv_tokens=kv_tokens, cost_model=LIN, engine=EngineConfig(**engine))(wl)
+    return runner(kv_tokens=kv_tokens, cost_model=LIN,
+                  engine=EngineConfig.whole_blocks(**engine))(wl)
 
 
 def test_full_prompt_admission_waits_until_the_whole_prompt_fits():

@@ -109,7 +109,7 @@ def test_pools_written_on_eviction_give_the_frames_of_before(conversation_path):
     kw = dict(kw, tiers=[Tier(t.name, t.capacity_tokens, t.read_gbps, t.write_gbps,
                               t.latency_us, shared=t.shared, write="evict")
                          for t in kw["tiers"]])
-    res = Simulator(**kw).run(wl, progress=False, **run)
+    res = Simulator(**fd.under("whole_blocks", kw)).run(wl, progress=False, **run)
     assert fd.digest(res) == "9340d858cdaf7f9f48690208dd68a0c932377bb7"
 
 

@@ -29,7 +29,7 @@ def small_workload(n: int = 240, seed: int = 3) -> ism.Workload:
     )
 
 
-COST = ism.LinearCostModel(kv_blocks=48)
+COST = ism.LinearCostModel(kv_tokens=48 * 512)
 GRID = {
     "replicas": [1, 2, 3],
     "routing": ["random", "cache_aware"],
@@ -308,7 +308,7 @@ def test_tier_grid_gives_hit_ratios_by_tier():
         300, rate=20.0, input_len=2560, output_len=8, num_prefixes=40, prefix_len=2048,
         prefix_zipf=0.0, seed=5,
     )
-    cost = ism.LinearCostModel(kv_blocks=48, kv_bytes_per_token=1024)
+    cost = ism.LinearCostModel(kv_tokens=48 * 512, kv_bytes_per_token=1024)
     dram = ism.Tier("dram", capacity_tokens=200 * wl.block_size, read_gbps=10.0, write_gbps=10.0)
     df = ism.sweep(wl, {"replicas": [2], "cost_model": [cost], "tiers": [[], [dram]]},
                    progress=False)
@@ -347,7 +347,7 @@ def test_nested_keys_equal_the_objects_they_describe(wl):
 
 
 def test_a_disaggregated_fleet_by_nested_keys(wl):
-    cost = ism.LinearCostModel(kv_blocks=48, kv_bytes_per_token=1024)
+    cost = ism.LinearCostModel(kv_tokens=48 * 512, kv_bytes_per_token=1024)
     grid = {"cost_model": [cost], "replicas": [ism.Disaggregated(1, 1)],
             "replicas__decode": [1, 2]}
     df = ism.sweep(wl.head(60), grid, progress=False)

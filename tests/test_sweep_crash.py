@@ -29,7 +29,7 @@ import pyarrow.parquet as pq
 WL = ism.Workload.from_synthetic(
     30, rate=40.0, input_len=256, output_len=6, num_prefixes=3, prefix_len=128, seed=5
 )
-COST = ism.LinearCostModel(kv_blocks=32)
+COST = ism.LinearCostModel(kv_tokens=32 * 512)
 GRID = {"replicas": [1, 2, 3, 4, 5, 6], "cost_model": [COST]}
 _MARK = "INFERASIM_TEST_DIE_ONCE"
 

@@ -343,14 +343,13 @@ def test_tiered_simulation_splits_hits_by_tier_and_compares_with_hbm_only(worklo
 # ------------------------------------------------- rejections shown (issue 24)
 
 
-def _never_fit(wl: Workload, kv_tokens: int) -> int:
-    """Requests whose last decode step needs more blocks than a replica holds, counted here.
+def _never_fit(wl: Workload, kv_tokens: int, bs: int = 16) -> int:
+    """Requests whose last decode step needs more KV blocks than a replica holds, counted here.
 
-    A request holds ceil((input_len + output_len - 1) / block_size) blocks at its
-    last step; more than kv_tokens // block_size can never run (derived from the
-    workload alone, not from the simulator's frames).
+    A request holds ceil((input_len + output_len - 1) / bs) KV blocks (vLLM's
+    16-token pages by default) at its last step; more than kv_tokens // bs can
+    never run (derived from the workload alone, not from the simulator's frames).
     """
-    bs = wl.block_size
     need = -(-(wl.input_len.astype(np.int64) + wl.output_len - 1) // bs)
     return int(((need > kv_tokens // bs) | (wl.input_len == 0)).sum())
 
@@ -365,13 +364,15 @@ def test_the_widget_says_how_many_requests_were_rejected_at_10k_tokens(conversat
     w.controls["policy"].value = "fifo"
     w.controls["routing"].value = "round_robin"
     res = w.simulate()
-    kv_tokens = (10_000 // 512) * 512  # 19 whole blocks of 512 tokens: 9,728 tokens
+    # the widget's capacity counts whole 512-token hash blocks: 19, 9,728 tokens, which
+    # the engine allocates as 9,728 / 16 = 608 KV blocks of 16 tokens
+    kv_tokens = (10_000 // 512) * 512
     rejected = _never_fit(wl, kv_tokens)
     assert rejected == 4_877  # the issue's count, derived from the workload
     assert int((res.requests["status"] == "rejected").sum()) == rejected
     finished = len(wl) - rejected
     assert f"<b>{rejected:,} rejected</b>" in w.status.value
-    assert "longer than a replica's KV memory of 19 blocks" in w.status.value
+    assert "longer than a replica's KV memory of 608 blocks" in w.status.value
     assert f"latencies are of the {finished:,} finished" in w.status.value
     assert f"{rejected:,} of {len(wl):,} requests rejected" in w.sim_text
     assert f"latencies cover the {finished:,} finished requests only" in w.sim_text

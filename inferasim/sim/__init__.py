@@ -13,25 +13,27 @@ What is modelled
   of the most recently admitted sequence when memory runs out.
 * A prefix cache per replica (:mod:`inferasim.sim.cache`) sharing the KV
   memory with running sequences: content-addressed by hash id, reference
-  counted, full prompt blocks only, a block reusable once the step computing
-  it ends, LRU/FIFO/LFU eviction of unpinned blocks only when a block is
+  counted, full prompt blocks only, a block reusable from the step that
+  schedules it (``cache_on_schedule``), LRU/FIFO/LFU eviction of unpinned blocks only when a block is
   needed. At least one prompt token is always computed (a prompt that is
   entirely cached recomputes its last block, as vLLM does).
-* Engine rules (:class:`EngineConfig`), each a switch; ``EngineConfig.vllm()``
-  turns on all four as vLLM v1 (0.33) schedules, and ``benchmarks/vllm_validate.py``
-  compares a run with vLLM's own ``Scheduler`` request by request:
+* Engine rules (:class:`EngineConfig`), each a switch; the defaults are
+  vLLM v1's (0.33), ``EngineConfig.whole_blocks()`` turns all four to the
+  coarse rules, and ``benchmarks/vllm_validate.py`` compares a run with
+  vLLM's own ``Scheduler`` request by request:
 
-  * ``page_tokens``: vLLM 16 (``CacheConfig.block_size``); default None, one
-    page per hash block; SGLang's page size is 1.
-  * ``full_prompt_admission``: vLLM True (the waiting loop of
+  * ``page_tokens``: default 16, vLLM's ``CacheConfig.block_size`` (where 16
+    divides the workload's hash block size, else one page per block);
+    ``"block"``: one page per hash block; SGLang's page size is 1.
+  * ``full_prompt_admission``: default True, as vLLM (the waiting loop of
     ``Scheduler.schedule`` calls ``allocate_slots(..., full_sequence_must_fit)``);
-    default False, the first chunk must fit.
-  * ``cache_on_schedule``: vLLM True (``allocate_slots`` -> ``cache_blocks``,
-    the running requests allocating before the waiting ones look up);
-    default False, a block is cached when its step ends (as SGLang inserts a
-    finished prefill chunk into its radix tree).
-  * ``cache_generated``: vLLM True (``KVCacheManager.free`` keeps every
-    hashed full block as cache); default False, freed at once.
+    False: the first chunk must fit.
+  * ``cache_on_schedule``: default True, as vLLM (``allocate_slots`` ->
+    ``cache_blocks``, the running requests allocating before the waiting
+    ones look up); False: a block is cached when its step ends (as SGLang
+    inserts a finished prefill chunk into its radix tree).
+  * ``cache_generated``: default True, as vLLM (``KVCacheManager.free`` keeps
+    every hashed full block as cache); False: freed at once.
 
   With pages, memory, eviction and preemption count pages; prefix matching
   stays at the workload's hash blocks (a leading run of whole blocks, plus

@@ -164,6 +164,10 @@ def _positive_int(value: Any, name: str) -> int:
     return int(value)
 
 
+VLLM_PAGE_TOKENS = 16
+"""vLLM's default KV block size (``CacheConfig.block_size``), in tokens."""
+
+
 @dataclasses.dataclass(frozen=True)
 class EngineConfig:
     """What one serving replica's scheduler does (vLLM's ``SchedulerConfig``).
@@ -178,32 +182,41 @@ class EngineConfig:
         Split prompts into chunks across steps; False prefills whole prompts
         (a prompt longer than ``max_batched_tokens`` then runs in a step of
         its own).
-    page_tokens : int or None, default None
+    page_tokens : int, "block" or None, default None
         Tokens of one KV page, the unit memory is allocated, evicted and
         preempted in (vLLM's ``CacheConfig.block_size``, 16 by default;
         SGLang's page size 1; TensorRT-LLM 32 or 64). It must divide the
         workload's hash block size; prefix matching stays at hash-block
         granularity (a hit is a leading run of whole hash blocks, plus the
-        resident leading pages of the next one). None: one page per hash
-        block.
-    full_prompt_admission : bool, default False
+        resident leading pages of the next one). None (the default): vLLM's
+        16 tokens where 16 divides the workload's hash block size (the
+        FAST'25 traces' 512, the Bailian traces' 16), else one page per hash
+        block (a toy workload of 1- to 8-token blocks); ``"block"``: one page
+        per hash block, always. ``Simulator(...).get_params()`` and
+        ``SimResult.params`` show the page size a run used.
+    full_prompt_admission : bool, default True
         Admit a waiting request only when the pages of its whole prompt fit
         (vLLM's ``SchedulerConfig.scheduler_reserve_full_isl``: the waiting
         loop of ``Scheduler.schedule`` calls
         ``KVCacheManager.allocate_slots(..., full_sequence_must_fit=True)``);
         False checks only its first chunk.
-    cache_on_schedule : bool, default False
+    cache_on_schedule : bool, default True
         A block becomes hittable in the step that schedules its last token
         (vLLM's ``allocate_slots`` -> ``cache_blocks``), so a request
         admitted later in the same step hits it; and the running sequences
         allocate (and evict) before the waiting ones look the cache up, in
         vLLM's step order. False: blocks enter the cache when their step
         ends, and admission looks up before the step's evictions.
-    cache_generated : bool, default False
+    cache_generated : bool, default True
         Keep a released sequence's full pages past its hashed prompt blocks
         (prompt tail, generated tokens) as evictable cache, freed tail first
         (vLLM's ``KVCacheManager.free``); a preempted request hits them on
         resume. False frees them at once.
+
+    The defaults are vLLM v1's rules (0.33, ``vllm/v1/core/sched/scheduler.py``
+    and ``vllm/v1/core/kv_cache_manager.py``); :meth:`whole_blocks` selects the
+    coarser rules inferasim used before (one page per hash block, first-chunk
+    admission, blocks cached when their step ends, generated tokens freed).
 
     Examples
     --------
@@ -216,10 +229,10 @@ class EngineConfig:
     max_num_seqs: int = 256
     max_batched_tokens: int = 8192
     chunked_prefill: bool = True
-    page_tokens: int | None = None
-    full_prompt_admission: bool = False
-    cache_on_schedule: bool = False
-    cache_generated: bool = False
+    page_tokens: int | str | None = None
+    full_prompt_admission: bool = True
+    cache_on_schedule: bool = True
+    cache_generated: bool = True
 
     @classmethod
     def vllm(cls, **changes: Any) -> EngineConfig:
@@ -241,8 +254,35 @@ class EngineConfig:
         >>> cfg.max_num_seqs, cfg.page_tokens, cfg.full_prompt_admission
         (128, 16, True)
         """
-        fields = dict(page_tokens=16, full_prompt_admission=True, cache_on_schedule=True,
+        fields: dict[str, Any] = dict(page_tokens=VLLM_PAGE_TOKENS, full_prompt_admission=True, cache_on_schedule=True,
                       cache_generated=True)
+        fields.update(changes)
+        return cls(**fields)
+
+    @classmethod
+    def whole_blocks(cls, **changes: Any) -> EngineConfig:
+        """The coarse rules: one KV page per hash block, admission checks the
+        first chunk only, blocks cached when their step ends, generated tokens
+        freed at once (Vidur's and inferasim's rules before vLLM's became the
+        default; a teaching baseline that pre-empts more under tight memory).
+
+        Parameters
+        ----------
+        **changes
+            Fields to set otherwise (e.g. ``max_num_seqs=128``).
+
+        Returns
+        -------
+        EngineConfig
+
+        Examples
+        --------
+        >>> cfg = EngineConfig.whole_blocks()
+        >>> cfg.page_for(512), cfg.full_prompt_admission, cfg.cache_generated
+        (512, False, False)
+        """
+        fields: dict[str, Any] = dict(page_tokens="block", full_prompt_admission=False,
+                                      cache_on_schedule=False, cache_generated=False)
         fields.update(changes)
         return cls(**fields)
 
@@ -251,14 +291,20 @@ class EngineConfig:
 
         Examples
         --------
-        >>> EngineConfig.vllm().page_for(512), EngineConfig().page_for(512)
-        (16, 512)
+        >>> EngineConfig().page_for(512), EngineConfig().page_for(4)
+        (16, 4)
+        >>> EngineConfig.whole_blocks().page_for(512)
+        512
         >>> EngineConfig(page_tokens=48).page_for(512)
         Traceback (most recent call last):
         ...
         ValueError: engine.page_tokens (48) must divide the workload's block_size (512)
         """
-        page = block_size if self.page_tokens is None else int(self.page_tokens)
+        if self.page_tokens == "block":
+            return block_size
+        if self.page_tokens is None:
+            return VLLM_PAGE_TOKENS if block_size % VLLM_PAGE_TOKENS == 0 else block_size
+        page = int(self.page_tokens)
         if block_size % page:
             raise ValueError(
                 f"engine.page_tokens ({page}) must divide the workload's block_size ({block_size})"
@@ -287,7 +333,9 @@ class EngineConfig:
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"engine.{name} must be a bool, got {getattr(self, name)!r}")
         page = self.page_tokens
-        if page is not None:
+        if page is not None and page != "block":
+            if isinstance(page, str):
+                raise ValueError(f"engine.page_tokens must be a positive int, 'block' or None, got {page!r}")
             page = _positive_int(page, "engine.page_tokens")
         return dataclasses.replace(
             self, max_num_seqs=seqs, max_batched_tokens=tokens, page_tokens=page

@@ -112,8 +112,9 @@ class LinearCostModel:
         Per decoding sequence in the batch.
     decode_context_ms : float, default 0.0
         Per context token read by decode attention.
-    kv_blocks : int, optional
-        KV blocks per replica, if this model should state it.
+    kv_tokens : int, optional
+        KV memory per replica in tokens, if this model should state it
+        (``Simulator(kv_tokens=...)`` overrides it; whole pages count).
     kv_bytes_per_token : float, optional
         KV-cache bytes of one token (all layers), what a KV transfer to or
         from a lower tier moves (``Simulator(tiers=...)`` needs it). For
@@ -134,7 +135,7 @@ class LinearCostModel:
     prefill_attention_ms: float = 0.0
     decode_seq_ms: float = 0.1
     decode_context_ms: float = 0.0
-    kv_blocks: int | None = None
+    kv_tokens: int | None = None
     kv_bytes_per_token: float | None = None
 
     def __post_init__(self) -> None:
@@ -147,6 +148,10 @@ class LinearCostModel:
         ):
             # (a duration each: at most 2**43 ms, as every duration a parameter gives)
             object.__setattr__(self, name, duration_ms(getattr(self, name), name))
+        tokens = self.kv_tokens
+        if tokens is not None and (isinstance(tokens, bool) or not isinstance(tokens, int | np.integer)
+                                   or not 1 <= tokens < 2**62):
+            raise ValueError(f"kv_tokens must be an integer in [1, 2**62), got {tokens!r}")
         kvb = self.kv_bytes_per_token
         if kvb is not None and not (
             isinstance(kvb, int | float) and not isinstance(kvb, bool) and np.isfinite(kvb) and kvb > 0
@@ -183,7 +188,7 @@ class LinearCostModel:
         measurements: Any,
         *,
         parameters: Sequence[str] = _LINEAR_TERMS,
-        kv_blocks: int | None = None,
+        kv_tokens: int | None = None,
     ) -> Calibration:
         """Fit the coefficients to measured step times by non-negative least squares.
 
@@ -198,7 +203,7 @@ class LinearCostModel:
             :mod:`inferasim.sim.calibrate`.
         parameters : sequence of str, default all five
             Which coefficients to fit.
-        kv_blocks : int, optional
+        kv_tokens : int, optional
             Passed to the fitted model.
 
         Returns
@@ -250,7 +255,7 @@ class LinearCostModel:
         coef, _ = nnls(x / scale, np.ones_like(measured))
         params = {n: float(v) for n, v in zip(names, coef / scale, strict=True)}
         full = {n: params.get(n, 0.0) for n in _LINEAR_TERMS}
-        model = cls(**full, kv_blocks=kv_blocks)
+        model = cls(**full, kv_tokens=kv_tokens)
         predicted = np.asarray(model.step_time_ms(p, a, d, c), dtype=np.float64)
         before = np.asarray(cls().step_time_ms(p, a, d, c), dtype=np.float64)
         return Calibration(model, report_frame(df, predicted, before), params)
@@ -271,11 +276,12 @@ class LinearCostModel:
         return None
 
     def kv_capacity_blocks(self, block_size: int) -> int | None:
-        """The ``kv_blocks`` given at construction (None if not given).
+        """Whole ``block_size``-token blocks of the ``kv_tokens`` given at
+        construction (None if not given).
 
         Examples
         --------
-        >>> LinearCostModel(kv_blocks=100).kv_capacity_blocks(16)
-        100
+        >>> LinearCostModel(kv_tokens=1000).kv_capacity_blocks(16)  # 1000 // 16
+        62
         """
-        return self.kv_blocks
+        return None if self.kv_tokens is None else int(self.kv_tokens) // block_size

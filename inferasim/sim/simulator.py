@@ -56,12 +56,13 @@ class Simulator:
         ``RooflineCostModel("llama-3.1-8b", "h100-80gb")``.
     kv_tokens : int, optional
         KV memory per replica in tokens, shared by running sequences and the
-        prefix cache (whole blocks of the workload's ``block_size`` count).
+        prefix cache (whole KV pages count: 16 tokens under the default
+        ``EngineConfig``, see ``EngineConfig.page_tokens``).
         Default: what the cost model says fits next to the weights. A very
         large number means unbounded.
     engine : EngineConfig, optional
-        The replicas' scheduler settings (batch limits, chunked prefill);
-        default ``EngineConfig()``.
+        The replicas' scheduler settings (batch limits, chunked prefill, the
+        four engine rules); default ``EngineConfig()``, vLLM v1's rules.
     eviction : {"lru", "fifo", "lfu", "length_aware"} or EvictionPolicy, default "lru"
         Which evictable cached block goes when a new block is needed;
         ``"length_aware"`` is the Mooncake paper's policy (fewest hits first,
