@@ -21,7 +21,7 @@ def row(wl: ism.Workload, routing: str, engine: EngineConfig) -> dict[str, float
     summary = ism.Simulator(replicas=8, routing=routing, engine=engine).run(
         wl, progress=False).summary()
     return {name: float(summary[name]) for name in
-            ("token_hit_ratio", "ttft_p50_ms", "ttft_p99_ms", "max_replica_share")}
+            ("token_hit_ratio", "ttft_ms_p50", "ttft_ms_p99", "max_replica_share")}
 
 
 def main() -> None:
@@ -31,8 +31,8 @@ def main() -> None:
     for routing in ROUTERS:
         new, old = row(wl, routing, EngineConfig()), row(wl, routing, EngineConfig.whole_blocks())
         cells = [f"{new['token_hit_ratio']:.3f} ({old['token_hit_ratio']:.3f})",
-                 f"{new['ttft_p50_ms']:,.0f} ({old['ttft_p50_ms']:,.0f})",
-                 f"{new['ttft_p99_ms']:,.0f} ({old['ttft_p99_ms']:,.0f})",
+                 f"{new['ttft_ms_p50']:,.0f} ({old['ttft_ms_p50']:,.0f})",
+                 f"{new['ttft_ms_p99']:,.0f} ({old['ttft_ms_p99']:,.0f})",
                  f"{new['max_replica_share']:.3f} ({old['max_replica_share']:.3f})"]
         print(f"| {routing} | " + " | ".join(cells) + " |")
 
