@@ -110,7 +110,8 @@ class _Spy:
 def test_kv_state_by_hand(monkeypatch):
     # block_size 4. A: 8-token prompt, ids [1, 2], 3 outputs, at 0 ms.
     # B: 9-token prompt, ids [1, 2, 3] (shares A's two blocks), 1 output, at 0.5 ms.
-    # Steps take 1 ms (overhead only). One replica, plenty of memory, no chunk limit.
+    # Steps take 1 ms (overhead only). One replica, plenty of memory, no chunk limit,
+    # the rules of EngineConfig.whole_blocks() (blocks cached when their step ends).
     # step 1 [0, 1): A prefills 8 tokens: 2 private blocks; at its end blocks 1, 2
     #   enter the cache, pinned by A (ref 1 each), A's private count -> 0.
     # step 2 [1, 2): A decodes token 9 -> a 3rd block (private 1); B is admitted:
@@ -119,7 +120,8 @@ def test_kv_state_by_hand(monkeypatch):
     wl = Workload.from_requests([0.0, 0.5], [8, 9], [3, 1], [[1, 2], [1, 2, 3]], block_size=4)
     cost = ism.LinearCostModel(overhead_ms=1.0, prefill_token_ms=0.0, decode_seq_ms=0.0)
     spy = _Spy(monkeypatch)
-    res = ism.Simulator(kv_tokens=20 * 4, cost_model=cost, fast=False).run(wl, progress=False)
+    res = ism.Simulator(kv_tokens=20 * 4, cost_model=cost, fast=False,
+                        engine=ism.EngineConfig.whole_blocks()).run(wl, progress=False)
     clock, private, ref, pinned = spy.states[0]
     assert (clock, private, ref, pinned) == (0.0, 2, {}, 0)
     clock, private, ref, pinned = spy.states[1]
