@@ -178,3 +178,103 @@ def opt(
                 cur[x] = -1
                 cached -= 1
     return hits
+
+
+@njit(cache=True, nogil=True, inline="always")
+def block_tokens_at(r: int, k: int, n: int, input_len: Any, block_size: int) -> int:
+    """Tokens of block ``k`` of the ``n`` blocks of request ``r`` (:func:`inferasim._ragged.block_tokens`)."""
+    left = input_len[r] - k * block_size
+    if left < 0:
+        return 0
+    if k == n - 1 or left < block_size:
+        return left
+    return block_size
+
+
+@njit(cache=True, nogil=True)
+def chain_links(codes: Any, offsets: Any, input_len: Any, block_size: int, full_only: bool, succ: Any, pred: Any) -> None:
+    """Mark in ``succ`` the code each code is linked to (see ``_chains``), -1 for none.
+
+    ``succ`` and ``pred`` come filled with -3 (never seen). The pass stores
+    in ``succ[c]`` the code that follows every occurrence of ``c`` in its
+    request and in ``pred[c]`` the one that precedes every occurrence (-2
+    when occurrences disagree, when ``c`` ends a request or, for ``succ``,
+    holds other than ``block_size`` tokens somewhere; -1 in ``pred`` when
+    every occurrence starts its request); then ``succ[c]`` keeps the code
+    only when that code's ``pred`` is ``c``.
+    """
+    for r in range(offsets.size - 1):
+        a = offsets[r]
+        n = offsets[r + 1] - a
+        prev = -1
+        for k in range(n):
+            tok = block_tokens_at(r, k, n, input_len, block_size)
+            if full_only and tok < block_size:
+                continue
+            c = codes[a + k]
+            p = pred[c]
+            if p == -3:
+                pred[c] = prev
+            elif p != prev:
+                pred[c] = -2
+            if prev >= 0:
+                q = succ[prev]
+                if q == -3:
+                    succ[prev] = c
+                elif q != c:
+                    succ[prev] = -2
+            if tok != block_size:
+                succ[c] = -2
+            prev = c
+        if prev >= 0:
+            succ[prev] = -2
+    for c in range(succ.size):
+        q = succ[c]
+        if q < 0 or pred[q] != c:
+            succ[c] = -1
+
+
+@njit(cache=True, nogil=True)
+def chain_refs(codes: Any, offsets: Any, input_len: Any, block_size: int, full_only: bool, link: Any, group_of: Any) -> Any:
+    """One reference per run of linked codes (``link`` from :func:`chain_links`).
+
+    ``group_of`` comes filled with -1. Returns the group of each run
+    (numbered by first appearance), its length in blocks, its tokens, the
+    runs per request, the number of groups and the number of block
+    references.
+    """
+    n_rows = offsets.size - 1
+    size = offsets[n_rows] - offsets[0]
+    gid = np.empty(size, dtype=np.int64)
+    width = np.empty(size, dtype=np.int64)
+    tokens = np.empty(size, dtype=np.int64)
+    counts = np.zeros(n_rows, dtype=np.int64)
+    j = -1
+    n_groups = 0
+    n_refs = 0
+    for r in range(n_rows):
+        a = offsets[r]
+        n = offsets[r + 1] - a
+        prev = -1
+        for k in range(n):
+            tok = block_tokens_at(r, k, n, input_len, block_size)
+            if full_only and tok < block_size:
+                continue
+            n_refs += 1
+            c = codes[a + k]
+            if prev >= 0 and link[prev] >= 0:  # then c is link[prev]
+                width[j] += 1
+                tokens[j] += tok
+            else:
+                j += 1
+                g = group_of[c]
+                if g < 0:
+                    g = n_groups
+                    group_of[c] = g
+                    n_groups += 1
+                gid[j] = g
+                width[j] = 1
+                tokens[j] = tok
+                counts[r] += 1
+            prev = c
+    return gid[: j + 1], width[: j + 1], tokens[: j + 1], counts, n_groups, n_refs
