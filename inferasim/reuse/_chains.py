@@ -37,6 +37,7 @@ Finding the groups takes one compiled pass over the references
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -72,10 +73,12 @@ class ChainRefs:
     n_blocks: int
 
 
-def _codes(ids: np.ndarray) -> tuple[np.ndarray, int]:
+def _codes(ids: np.ndarray, id_range: Any) -> tuple[np.ndarray, int]:
     """Non-negative integer codes of ``ids``: the ids themselves when dense, else factorised."""
-    if ids.size and ids.min() >= 0 and ids.max() < 4 * ids.size + 1024:
-        return ids, int(ids.max()) + 1
+    if ids.size:
+        lo, hi = id_range(ids)
+        if lo >= 0 and hi < 4 * ids.size + 1024:
+            return ids, int(hi) + 1
     codes, uniques = pd.factorize(ids)
     return codes.astype(np.int64), len(uniques)
 
@@ -114,18 +117,16 @@ def chain_refs(workload: Workload, *, full_blocks_only: bool = False, merge: boo
     check_refs_input(workload)
     from inferasim.reuse import _jit
 
-    codes, n_codes = _codes(np.ascontiguousarray(workload.hash_ids, dtype=np.int64))
+    codes, n_codes = _codes(np.ascontiguousarray(workload.hash_ids, dtype=np.int64), _jit.id_range)
     offsets = np.ascontiguousarray(workload.offsets, dtype=np.int64)
     input_len = np.ascontiguousarray(workload.input_len, dtype=np.int64)
     bs = int(workload.block_size)
     dtype = np.int32 if n_codes < 2**31 else np.int64
-    link = np.full(n_codes, -3, dtype=dtype)
+    succ = np.full(n_codes, -3, dtype=dtype)
     pred = np.full(n_codes, -3, dtype=dtype)
-    _jit.chain_links(codes, offsets, input_len, bs, full_blocks_only, link, pred)
-    n_ids = int(np.count_nonzero(pred != -3))
-    pred.fill(-1)
+    n_ids = _jit.chain_links(codes, offsets, input_len, bs, full_blocks_only, succ, pred)
     gid, width, tokens, counts, n_groups, n_blocks = _jit.chain_refs(
-        codes, offsets, input_len, bs, full_blocks_only, link, pred
+        codes, offsets, input_len, bs, full_blocks_only, succ, pred
     )
     weight = np.zeros(n_groups, dtype=np.int64)
     weight[gid] = width

@@ -192,17 +192,32 @@ def block_tokens_at(r: int, k: int, n: int, input_len: Any, block_size: int) -> 
 
 
 @njit(cache=True, nogil=True)
-def chain_links(codes: Any, offsets: Any, input_len: Any, block_size: int, full_only: bool, succ: Any, pred: Any) -> None:
-    """Mark in ``succ`` the code each code is linked to (see ``_chains``), -1 for none.
+def id_range(ids: Any) -> Any:
+    """Smallest and largest of non-empty ``ids`` in one pass."""
+    lo = ids[0]
+    hi = ids[0]
+    for v in ids:
+        if v < lo:
+            lo = v
+        elif v > hi:
+            hi = v
+    return lo, hi
+
+
+@njit(cache=True, nogil=True)
+def chain_links(codes: Any, offsets: Any, input_len: Any, block_size: int, full_only: bool, succ: Any, pred: Any) -> int:
+    """The successor and predecessor every occurrence of each code shares (see ``_chains``).
 
     ``succ`` and ``pred`` come filled with -3 (never seen). The pass stores
     in ``succ[c]`` the code that follows every occurrence of ``c`` in its
     request and in ``pred[c]`` the one that precedes every occurrence (-2
     when occurrences disagree, when ``c`` ends a request or, for ``succ``,
     holds other than ``block_size`` tokens somewhere; -1 in ``pred`` when
-    every occurrence starts its request); then ``succ[c]`` keeps the code
-    only when that code's ``pred`` is ``c``.
+    every occurrence starts its request). ``x`` is linked to ``y`` when
+    ``succ[x] == y`` and ``pred[y] == x``. Returns the number of distinct
+    codes seen.
     """
+    seen = 0
     for r in range(offsets.size - 1):
         a = offsets[r]
         n = offsets[r + 1] - a
@@ -215,6 +230,7 @@ def chain_links(codes: Any, offsets: Any, input_len: Any, block_size: int, full_
             p = pred[c]
             if p == -3:
                 pred[c] = prev
+                seen += 1
             elif p != prev:
                 pred[c] = -2
             if prev >= 0:
@@ -228,20 +244,20 @@ def chain_links(codes: Any, offsets: Any, input_len: Any, block_size: int, full_
             prev = c
         if prev >= 0:
             succ[prev] = -2
-    for c in range(succ.size):
-        q = succ[c]
-        if q < 0 or pred[q] != c:
-            succ[c] = -1
+    return seen
 
 
 @njit(cache=True, nogil=True)
-def chain_refs(codes: Any, offsets: Any, input_len: Any, block_size: int, full_only: bool, link: Any, group_of: Any) -> Any:
-    """One reference per run of linked codes (``link`` from :func:`chain_links`).
+def chain_refs(codes: Any, offsets: Any, input_len: Any, block_size: int, full_only: bool, succ: Any, pred: Any) -> Any:
+    """One reference per run of linked codes (``succ``, ``pred`` from :func:`chain_links`).
 
-    ``group_of`` comes filled with -1. Returns the group of each run
-    (numbered by first appearance), its length in blocks, its tokens, the
-    runs per request, the number of groups and the number of block
-    references.
+    ``pred`` receives the group of each run's first code as ``-4 - group``
+    (a run's first code is never linked from its predecessor, so the
+    links of the other codes stay readable). Returns the group of each
+    run (numbered by first appearance), its length in blocks, its tokens,
+    the runs per request, the number of groups and the number of block
+    references. A group seen before is skipped over whole (it always occurs
+    whole, see ``_chains``), unless ``full_only`` drops blocks in between.
     """
     n_rows = offsets.size - 1
     size = offsets[n_rows] - offsets[0]
@@ -249,6 +265,7 @@ def chain_refs(codes: Any, offsets: Any, input_len: Any, block_size: int, full_o
     width = np.empty(size, dtype=np.int64)
     tokens = np.empty(size, dtype=np.int64)
     counts = np.zeros(n_rows, dtype=np.int64)
+    weight = np.empty(size, dtype=np.int64)  # blocks of each group, by group
     j = -1
     n_groups = 0
     n_refs = 0
@@ -256,25 +273,49 @@ def chain_refs(codes: Any, offsets: Any, input_len: Any, block_size: int, full_o
         a = offsets[r]
         n = offsets[r + 1] - a
         prev = -1
-        for k in range(n):
-            tok = block_tokens_at(r, k, n, input_len, block_size)
-            if full_only and tok < block_size:
-                continue
-            n_refs += 1
+        k = 0
+        while k < n:
             c = codes[a + k]
-            if prev >= 0 and link[prev] >= 0:  # then c is link[prev]
+            if prev >= 0 and succ[prev] == c and pred[c] == prev:  # linked
+                tok = block_tokens_at(r, k, n, input_len, block_size)
+                if full_only and tok < block_size:
+                    k += 1
+                    continue
                 width[j] += 1
                 tokens[j] += tok
-            else:
-                j += 1
-                g = group_of[c]
-                if g < 0:
-                    g = n_groups
-                    group_of[c] = g
-                    n_groups += 1
+                n_refs += 1
+                prev = c
+                k += 1
+                continue
+            tok = block_tokens_at(r, k, n, input_len, block_size)
+            if full_only and tok < block_size:
+                k += 1
+                continue
+            if j >= 0:  # the previous run is complete: its group's weight
+                weight[gid[j]] = width[j]
+            j += 1
+            counts[r] += 1
+            g = pred[c]
+            if g <= -4 and not full_only:  # a known group: take its run whole
+                g = -4 - g
+                w = weight[g]
                 gid[j] = g
-                width[j] = 1
-                tokens[j] = tok
-                counts[r] += 1
+                width[j] = w
+                tokens[j] = (w - 1) * block_size + block_tokens_at(r, k + w - 1, n, input_len, block_size)
+                n_refs += w
+                k += w
+                prev = -1  # a run ends unlinked
+                continue
+            if g <= -4:
+                g = -4 - g
+            else:
+                g = n_groups
+                pred[c] = -4 - g
+                n_groups += 1
+            gid[j] = g
+            width[j] = 1
+            tokens[j] = tok
+            n_refs += 1
             prev = c
+            k += 1
     return gid[: j + 1], width[: j + 1], tokens[: j + 1], counts, n_groups, n_refs
