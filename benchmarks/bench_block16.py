@@ -17,21 +17,37 @@ is a ratio within 3x) and the machine speed index of ``_common``. Hit ratios
 are printed too: the 16-token copy finds at least the 512-token hits (its
 blocks are finer).
 
-Measured (2-core VM, speed index 0.56 s, interpreted simulator core, 3,000
-requests, 4 replicas): reuse curve 34.3 s against 0.46 s (74.5x), simulator
-6.75 s against 1.45 s (4.67x); the target is not met. Why: both are linear
-(or n log n) in block references, and the 16-token copy has 31.4x as many.
-The curve's time goes to ``block_refs`` (np.unique over 9M ids, 5.4 s),
-``touch_sequence`` (argsorts, 7.5 s) and the wavelet-matrix dominance count
-of ``_stack.count_less`` (12.4 s: 24 bit levels instead of 19, over arrays
-that no longer fit in cache). The simulator's extra time is the per-block
-Python loops of ``BlockCache.register_run`` and ``release`` (dict updates a
-block; 3.1 of 5.6 s profiled on 1,500 requests), while step pricing does not
-grow. A fix that keeps results exact: merge runs of ids that always occur
-together (a unary path of the prefix tree: every occurrence of ``a`` is
-followed by ``b`` and every ``b`` preceded by ``a``, full blocks only) into
-one weighted block, which LRU touches and evicts contiguously, and count
-weighted stack depths; in the simulator, hold such runs as one cache entry.
+Measured on main before the fix (2-core VM, speed index 0.56 s, interpreted
+simulator core, 3,000 requests, 4 replicas): reuse curve 34.3 s against
+0.46 s (74.5x), simulator 6.75 s against 1.45 s (4.67x). Both are linear (or
+n log n) in block references, and the 16-token copy has 31.4x as many.
+
+Now (December 2026, the same VM shared by other jobs: load average 9-11 on
+2 cores, speed index 0.88-1.12 s, so absolute times are inflated; compiled
+simulator core; alternating runs, medians of 3; two runs of this script):
+
+=====================================  =======  =======  ======
+case                                   512 (s)  16 (s)   ratio
+=====================================  =======  =======  ======
+reuse curve, this branch               0.072    0.247    3.41x
+reuse curve, this branch (again)       0.064    0.235    3.66x
+reuse curve, main (same hour)          0.298    12.824   43.1x
+simulator, this branch                 0.553    4.600    8.31x
+simulator, this branch (again)         0.395    3.938    9.96x
+simulator, main (same hour)            0.341    5.309    15.6x
+=====================================  =======  =======  ======
+
+The curve replays linked runs of blocks (ids that always occur together,
+:mod:`inferasim.reuse._chains`) as one weighted block: the 16-token copy has
+37,454 runs (as many as the 512-token trace), found by two compiled passes
+over the 9M ids (about 0.13-0.17 s, the whole difference to the 512-token
+case); the hits are the unmerged ones exactly (tests/test_reuse_chains.py).
+The simulator still does per-block dict work in the prefix cache
+(``BlockCache.register_run``, ``release``, ``evict``: per-block Python int
+objects, memory-bound); typing the ids ``Any`` there (no unboxing and
+reboxing of every key) cut its CPU time by about a third, and holding a run
+as one cache entry is what remains to do. Targets: curve about 3.4-3.7x
+(3x **not** met under this load), simulator 8-10x (**not** met).
 
 Usage::
 
