@@ -147,3 +147,20 @@ def test_sparse_ids_are_factorised() -> None:
     wl = Workload.from_requests([0, 1], [3, 3], [1, 1], big, block_size=1)
     c = chain_refs(wl)
     assert c.weight.tolist() == [2, 1, 1] and c.n_ids == 4
+
+
+@pytest.mark.parametrize("touch", TOUCHES)
+def test_the_conversation_trace_split_into_chained_ids_gives_the_unmerged_hits(touch: str) -> None:
+    from conftest import require_trace
+
+    wl = Workload.from_mooncake(require_trace("conversation")).head(1500)
+    # every 512-token id becomes 8 chained 64-token ids (a request's last ids may then
+    # cover no tokens: inconsistent rows, kept on purpose)
+    ids = (np.repeat(wl.hash_ids * 8, 8) + np.tile(np.arange(8), wl.hash_ids.size)).astype(np.int64)
+    split = Workload(wl.frame, ids, wl.offsets * 8, block_size=64, has_hash_ids=True)
+    caps = np.unique(np.geomspace(1, 300_000, 40).astype(np.int64))
+    for full in (False, True):
+        merged = chain_refs(split, full_blocks_only=full)
+        plain = chain_refs(split, full_blocks_only=full, merge=False)
+        assert merged.refs.ids.size < plain.refs.ids.size / 4  # runs were merged
+        assert _hits(merged, caps, touch) == _hits(plain, caps, touch)
