@@ -9,6 +9,10 @@ sort of ``D`` then gives the hits at every capacity. This equals the direct
 replay of :func:`inferasim.reuse.replay_cache` (same semantics, documented
 in :mod:`inferasim.reuse.replay`) at every capacity; the tests prove it on
 the real traces and on generated workloads.
+
+Runs of ids that always occur together (the 32 16-token ids of a 512-token
+prompt chunk) are replayed as one weighted block (:mod:`inferasim.reuse._chains`):
+the same hits at every capacity, in time nearly independent of the block size.
 """
 
 from __future__ import annotations
