@@ -267,7 +267,11 @@ def write_mooncake(
     ms (rounded to the nearest, half to even, when an arrival has a
     fraction) and session ids as strings; ``turn`` is written as an extra
     field (AIPerf keeps it unread; this package reads it back); no request
-    ``type``. Rows are in the workload's (arrival) order.
+    ``type``. Rows are in the workload's (arrival) order. The PyPI wheel
+    ``aiperf==0.1.1`` carries an older ``MooncakeTrace`` (``input_length``,
+    ``output_length``, ``hash_ids``, ``timestamp`` required, other fields
+    ignored, no sessions); it validates these lines too (checked with that
+    wheel in a separate environment, December 2026).
 
     ``exact=True`` writes the exact round-trip format instead: timestamps as
     integers when every arrival is a whole number of ms, else as shortest
