@@ -214,8 +214,8 @@ display(Markdown(
 # ## Validating against a measurement: calibration
 #
 # A measured run comes in from a load generator: NVIDIA AIPerf replays a
-# Mooncake trace (`Workload.to_mooncake(path, aiperf=True)` writes one it
-# reads as it is) and exports `profile_export.jsonl`; `ism.read_aiperf`
+# Mooncake trace (`Workload.to_mooncake(path)` writes one it reads as it
+# is) and exports `profile_export.jsonl`; `ism.read_aiperf`
 # reads it into a frame with the simulator's column names.
 #
 # There is no GPU here, so the "measured" run below is **synthetic**: the

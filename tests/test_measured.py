@@ -197,23 +197,31 @@ def aiperf_accepts(line: str) -> bool:
     return "input_length" in rec or "text_input" in rec
 
 
-def test_to_mooncake_for_aiperf_is_accepted_by_its_loader_schema():
+def test_to_mooncake_by_default_is_accepted_by_aiperfs_loader_schema():
     wl = Workload.from_requests([0, 2.4, 7], [32, 48, 20], [3, 2, 1], [[1, 2], [1, 2, 3], [9, 8]],
                                 block_size=16, session_id=[5, 5, 6])
     exact = io.StringIO()
-    wl.to_mooncake(exact)
+    wl.to_mooncake(exact, exact=True)
     # the exact format writes 2.4 ms and integer session ids: AIPerf's pydantic model rejects both
     assert not all(aiperf_accepts(x) for x in exact.getvalue().splitlines())
     buf = io.StringIO()
-    wl.to_mooncake(buf, aiperf=True)
+    wl.to_mooncake(buf)
     lines = buf.getvalue().splitlines()
     assert all(aiperf_accepts(x) for x in lines)
     recs = [json.loads(x) for x in lines]
+    # field names and JSON types exactly as MooncakeTrace declares them (turn: an allowed extra)
+    assert set(recs[0]) == {"timestamp", "input_length", "output_length", "hash_ids", "session_id", "turn"}
+    assert [type(recs[0][k]) for k in ("timestamp", "input_length", "output_length", "session_id")] == [
+        int, int, int, str]
     assert [r["timestamp"] for r in recs] == [0, 2, 7]  # rounded to whole ms
     assert [r["session_id"] for r in recs] == ["5", "5", "6"]
-    assert "turn" not in recs[0]
     # AIPerf orders a session's turns by file order: the file is in arrival order
     assert [r["input_length"] for r in recs if r["session_id"] == "5"] == [32, 48]
+    # and this package reads the default file back with its sessions and turns
+    back = Workload.from_mooncake(io.StringIO(buf.getvalue()), block_size=16)
+    assert back.frame["session_id"].tolist() == ["5", "5", "6"]
+    assert back.frame["turn"].tolist() == [1, 2, 1]
+    assert back.arrival_ms.tolist() == [0.0, 2.0, 7.0]
 
 
 def test_a_bailian_workload_goes_to_aiperf_without_its_type():
@@ -222,6 +230,6 @@ def test_a_bailian_workload_goes_to_aiperf_without_its_type():
                      for c, p, t, k, u in ((1, -1, 0.0, "text", 1), (2, 1, 0.25, "image", 2)))
     wl = Workload.from_bailian(io.StringIO(text))
     buf = io.StringIO()
-    wl.to_mooncake(buf, aiperf=True)
+    wl.to_mooncake(buf)
     assert all(aiperf_accepts(x) for x in buf.getvalue().splitlines())
     assert [json.loads(x)["timestamp"] for x in buf.getvalue().splitlines()] == [0, 250]

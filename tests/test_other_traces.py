@@ -173,6 +173,18 @@ def test_burstgpt_keeps_failed_requests_with_a_status():
     assert not wl.has_hash_ids
 
 
+def test_burstgpt_part_3_columns_are_kept():
+    # BurstGPT_3.csv (README of HPMLL/BurstGPT, commit e92f533) adds `Session ID` (conversation
+    # logs only) and `Elapsed time` (s, submission to complete response): kept as extra columns
+    text = ("Timestamp,Session ID,Elapsed time,Model,Request tokens,Response tokens,Total tokens,"
+            "Log Type\n5,101,2.5,ChatGPT,472,18,490,Conversation log\n7,,1.0,GPT-4,100,0,100,API log\n")
+    with pytest.warns(UserWarning, match="Session ID"):
+        wl = Workload.from_burstgpt(io.StringIO(text))
+    assert wl.arrival_ms.tolist() == [0.0, 2000.0]
+    assert wl.frame["Elapsed time"].tolist() == [2.5, 1.0]
+    assert wl.frame["status"].tolist() == ["ok", "failed"]
+
+
 # ------------------------------------------------------------------ no hash ids: absent, not zero
 
 
@@ -244,7 +256,7 @@ def test_azure_traces_by_name_match_a_plain_datetime_parse(name, requests, monke
 def test_every_named_trace_is_known_with_its_location_and_reader():
     for name in ("bailian_traceA", "bailian_traceB", "bailian_coder", "bailian_thinking",
                  "azure_code_2023", "azure_conv_2023", "azure_code_2024", "azure_conv_2024",
-                 "burstgpt", "toolagent", "arxiv"):
+                 "burstgpt", "burstgpt_2", "burstgpt_3", "toolagent", "arxiv"):
         info = traces.TRACES[name]
         assert info.url.startswith("https://") and info.url.endswith("/" + info.filename)
         assert info.format in traces.FORMATS
@@ -252,6 +264,8 @@ def test_every_named_trace_is_known_with_its_location_and_reader():
     assert traces.TRACES["bailian_coder"].format == "bailian"
     df = traces.list_traces()
     assert df.loc["azure_code_2023", "license"] == "CC-BY-4.0"
+    # HPMLL/BurstGPT's LICENSE (commit e92f533): Creative Commons Attribution 4.0 International
+    assert {traces.TRACES[n].license for n in ("burstgpt", "burstgpt_2", "burstgpt_3")} == {"CC-BY-4.0"}
 
 
 @pytest.mark.parametrize("name", ["bailian_traceA", "azure_conv_2024", "burstgpt", "toolagent"])

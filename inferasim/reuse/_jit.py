@@ -178,3 +178,144 @@ def opt(
                 cur[x] = -1
                 cached -= 1
     return hits
+
+
+@njit(cache=True, nogil=True, inline="always")
+def block_tokens_at(r: int, k: int, n: int, input_len: Any, block_size: int) -> int:
+    """Tokens of block ``k`` of the ``n`` blocks of request ``r`` (:func:`inferasim._ragged.block_tokens`)."""
+    left = input_len[r] - k * block_size
+    if left < 0:
+        return 0
+    if k == n - 1 or left < block_size:
+        return left
+    return block_size
+
+
+@njit(cache=True, nogil=True)
+def id_range(ids: Any) -> Any:
+    """Smallest and largest of non-empty ``ids`` in one pass."""
+    lo = ids[0]
+    hi = ids[0]
+    for v in ids:
+        if v < lo:
+            lo = v
+        elif v > hi:
+            hi = v
+    return lo, hi
+
+
+@njit(cache=True, nogil=True)
+def chain_links(codes: Any, offsets: Any, input_len: Any, block_size: int, full_only: bool, succ: Any, pred: Any) -> int:
+    """The successor and predecessor every occurrence of each code shares (see ``_chains``).
+
+    ``succ`` and ``pred`` come filled with -3 (never seen). The pass stores
+    in ``succ[c]`` the code that follows every occurrence of ``c`` in its
+    request and in ``pred[c]`` the one that precedes every occurrence (-2
+    when occurrences disagree, when ``c`` ends a request or, for ``succ``,
+    holds other than ``block_size`` tokens somewhere; -1 in ``pred`` when
+    every occurrence starts its request). ``x`` is linked to ``y`` when
+    ``succ[x] == y`` and ``pred[y] == x``. Returns the number of distinct
+    codes seen.
+    """
+    seen = 0
+    for r in range(offsets.size - 1):
+        a = offsets[r]
+        n = offsets[r + 1] - a
+        prev = -1
+        for k in range(n):
+            tok = block_tokens_at(r, k, n, input_len, block_size)
+            if full_only and tok < block_size:
+                continue
+            c = codes[a + k]
+            p = pred[c]
+            if p == -3:
+                pred[c] = prev
+                seen += 1
+            elif p != prev:
+                pred[c] = -2
+            if prev >= 0:
+                q = succ[prev]
+                if q == -3:
+                    succ[prev] = c
+                elif q != c:
+                    succ[prev] = -2
+            if tok != block_size:
+                succ[c] = -2
+            prev = c
+        if prev >= 0:
+            succ[prev] = -2
+    return seen
+
+
+@njit(cache=True, nogil=True)
+def chain_refs(codes: Any, offsets: Any, input_len: Any, block_size: int, full_only: bool, succ: Any, pred: Any) -> Any:
+    """One reference per run of linked codes (``succ``, ``pred`` from :func:`chain_links`).
+
+    ``pred`` receives the group of each run's first code as ``-4 - group``
+    (a run's first code is never linked from its predecessor, so the
+    links of the other codes stay readable). Returns the group of each
+    run (numbered by first appearance), its length in blocks, its tokens,
+    the runs per request, the number of groups and the number of block
+    references. A group seen before is skipped over whole (it always occurs
+    whole, see ``_chains``), unless ``full_only`` drops blocks in between.
+    """
+    n_rows = offsets.size - 1
+    size = offsets[n_rows] - offsets[0]
+    gid = np.empty(size, dtype=np.int64)
+    width = np.empty(size, dtype=np.int64)
+    tokens = np.empty(size, dtype=np.int64)
+    counts = np.zeros(n_rows, dtype=np.int64)
+    weight = np.empty(size, dtype=np.int64)  # blocks of each group, by group
+    j = -1
+    n_groups = 0
+    n_refs = 0
+    for r in range(n_rows):
+        a = offsets[r]
+        n = offsets[r + 1] - a
+        prev = -1
+        k = 0
+        while k < n:
+            c = codes[a + k]
+            if prev >= 0 and succ[prev] == c and pred[c] == prev:  # linked
+                tok = block_tokens_at(r, k, n, input_len, block_size)
+                if full_only and tok < block_size:
+                    k += 1
+                    continue
+                width[j] += 1
+                tokens[j] += tok
+                n_refs += 1
+                prev = c
+                k += 1
+                continue
+            tok = block_tokens_at(r, k, n, input_len, block_size)
+            if full_only and tok < block_size:
+                k += 1
+                continue
+            if j >= 0:  # the previous run is complete: its group's weight
+                weight[gid[j]] = width[j]
+            j += 1
+            counts[r] += 1
+            g = pred[c]
+            if g <= -4 and not full_only:  # a known group: take its run whole
+                g = -4 - g
+                w = weight[g]
+                gid[j] = g
+                width[j] = w
+                tokens[j] = (w - 1) * block_size + block_tokens_at(r, k + w - 1, n, input_len, block_size)
+                n_refs += w
+                k += w
+                prev = -1  # a run ends unlinked
+                continue
+            if g <= -4:
+                g = -4 - g
+            else:
+                g = n_groups
+                pred[c] = -4 - g
+                n_groups += 1
+            gid[j] = g
+            width[j] = 1
+            tokens[j] = tok
+            n_refs += 1
+            prev = c
+            k += 1
+    return gid[: j + 1], width[: j + 1], tokens[: j + 1], counts, n_groups, n_refs

@@ -17,7 +17,7 @@ from inferasim import _ragged
 from inferasim.errors import WorkloadError
 from inferasim.workload import Workload
 
-__all__ = ["BlockRefs", "TouchSequence", "block_refs", "touch_sequence", "TOUCH_ORDERS"]
+__all__ = ["BlockRefs", "TouchSequence", "block_refs", "check_refs_input", "touch_sequence", "TOUCH_ORDERS"]
 
 #: Accepted values of the ``touch`` argument.
 TOUCH_ORDERS = ("tail_first", "head_first")
@@ -120,14 +120,7 @@ def block_refs(workload: Workload, *, full_blocks_only: bool = False) -> BlockRe
     >>> r.ids.tolist(), r.offsets.tolist(), r.tokens.tolist()
     ([1, 2, 1], [0, 2, 3], [512, 512, 512])
     """
-    if not isinstance(workload, Workload):
-        raise TypeError(f"expected a Workload, got {type(workload).__name__}")
-    if not workload.has_hash_ids:
-        raise WorkloadError(
-            "this workload has no block hash ids (e.g. it was read from a CSV length file), "
-            "so it carries no prefix-reuse information: its cache numbers are absent, not zero; "
-            "use a Mooncake or Bailian trace or a synthetic workload with prefixes"
-        )
+    check_refs_input(workload)
     ids = workload.hash_ids
     offsets = workload.offsets
     tokens = workload.block_tokens()
@@ -151,6 +144,26 @@ def block_refs(workload: Workload, *, full_blocks_only: bool = False) -> BlockRe
         arrival_ms=workload.arrival_ms.astype(np.float64),
         block_size=workload.block_size,
     )
+
+
+def check_refs_input(workload: Workload) -> None:
+    """Raise a clear error unless ``workload`` is a Workload with hash ids.
+
+    Examples
+    --------
+    >>> check_refs_input([1, 2])
+    Traceback (most recent call last):
+    ...
+    TypeError: expected a Workload, got list
+    """
+    if not isinstance(workload, Workload):
+        raise TypeError(f"expected a Workload, got {type(workload).__name__}")
+    if not workload.has_hash_ids:
+        raise WorkloadError(
+            "this workload has no block hash ids (e.g. it was read from a CSV length file), "
+            "so it carries no prefix-reuse information: its cache numbers are absent, not zero; "
+            "use a Mooncake or Bailian trace or a synthetic workload with prefixes"
+        )
 
 
 @dataclass(frozen=True)

@@ -30,17 +30,27 @@ from inferasim.reuse._refs import BlockRefs, touch_sequence
 __all__ = ["count_less", "lookup_depths", "prefix_max", "depth_at"]
 
 
-def count_less(values: np.ndarray, lo: np.ndarray, hi: np.ndarray, bound: np.ndarray) -> np.ndarray:
+def count_less(
+    values: np.ndarray,
+    lo: np.ndarray,
+    hi: np.ndarray,
+    bound: np.ndarray,
+    weights: np.ndarray | None = None,
+) -> np.ndarray:
     """For every query ``k``, how many of ``values[lo[k]:hi[k]]`` are ``< bound[k]``.
 
     A wavelet matrix over non-negative integer ``values``, queried for all
-    ranges at once (one numpy pass per bit).
+    ranges at once (one numpy pass per bit). With ``weights`` (one
+    non-negative integer per value), the sum of the weights of those values
+    instead of their count.
 
     Examples
     --------
     >>> v = np.array([5, 1, 4, 2, 8])
     >>> count_less(v, np.array([0, 1, 0]), np.array([5, 4, 0]), np.array([5, 3, 9])).tolist()
     [3, 2, 0]
+    >>> count_less(v, np.array([0]), np.array([5]), np.array([5]), np.array([1, 10, 100, 1000, 1])).tolist()
+    [1110]
     """
     values = np.asarray(values, dtype=np.int64)
     lo = np.asarray(lo, dtype=np.int64).copy()
@@ -51,23 +61,30 @@ def count_less(values: np.ndarray, lo: np.ndarray, hi: np.ndarray, bound: np.nda
         return result
     top = int(max(values.max(), bound.max(), 1)).bit_length()
     cur = values
+    w = None if weights is None else np.asarray(weights, dtype=np.int64)
+    zeros_before = np.empty(cur.size + 1, dtype=np.int64)
+    zeros_before[0] = 0
+    weight_before = zeros_before if w is None else np.zeros(cur.size + 1, dtype=np.int64)
     for bit in range(top - 1, -1, -1):
         ones = ((cur >> bit) & 1).astype(bool)
-        zeros_before = np.empty(cur.size + 1, dtype=np.int64)
-        zeros_before[0] = 0
         np.cumsum(~ones, out=zeros_before[1:])
         n_zeros = zeros_before[-1]
         z_lo = zeros_before[lo]
         z_hi = zeros_before[hi]
         go_right = ((bound >> bit) & 1).astype(bool)
-        result += np.where(go_right, z_hi - z_lo, 0)
+        if w is not None:
+            np.cumsum(np.where(ones, 0, w), out=weight_before[1:])
+            w = np.concatenate((w[~ones], w[ones]))
+        result += np.where(go_right, weight_before[hi] - weight_before[lo], 0)
         lo = np.where(go_right, n_zeros + lo - z_lo, z_lo)
         hi = np.where(go_right, n_zeros + hi - z_hi, z_hi)
         cur = np.concatenate((cur[~ones], cur[ones]))
     return result
 
 
-def lookup_depths(refs: BlockRefs, touch: str = "tail_first") -> tuple[np.ndarray, int]:
+def lookup_depths(
+    refs: BlockRefs, touch: str = "tail_first", weights: np.ndarray | None = None
+) -> tuple[np.ndarray, int]:
     """LRU stack depth of every block reference at its request's lookup.
 
     Parameters
@@ -76,6 +93,10 @@ def lookup_depths(refs: BlockRefs, touch: str = "tail_first") -> tuple[np.ndarra
         The references to replay.
     touch : {"tail_first", "head_first"}
         Order in which a request touches its distinct ids after the lookup.
+    weights : numpy.ndarray, optional
+        Blocks in each compact id (a merged run, :mod:`inferasim.reuse._chains`):
+        the depth is then the sum of the weights of the distinct ids touched
+        since the id's previous touch, its own included. Default: 1 each.
 
     Returns
     -------
@@ -84,7 +105,7 @@ def lookup_depths(refs: BlockRefs, touch: str = "tail_first") -> tuple[np.ndarra
         ``refs.ids``; ``cold`` where the id was never touched by an earlier
         request.
     cold : int
-        The sentinel, larger than any depth.
+        The sentinel, larger than any depth (the weighted touches, plus one).
 
     Examples
     --------
@@ -99,7 +120,9 @@ def lookup_depths(refs: BlockRefs, touch: str = "tail_first") -> tuple[np.ndarra
     """
     seq = touch_sequence(refs, touch)
     m = seq.compact.size
-    cold = m + 1
+    w = None if weights is None else np.asarray(weights, dtype=np.int64)[seq.compact]
+    before = np.arange(m + 1, dtype=np.int64) if w is None else np.concatenate(([0], np.cumsum(w)))
+    cold = int(before[-1]) + 1
     nxt, prev = _links(seq.compact)
     lengths = np.diff(seq.offsets)
     start = np.repeat(seq.offsets[:-1], lengths)
@@ -107,7 +130,7 @@ def lookup_depths(refs: BlockRefs, touch: str = "tail_first") -> tuple[np.ndarra
     seen = np.flatnonzero(prev >= 0)
     q = prev[seen]
     t = start[seen]
-    touch_depth[seen] = (t - q) - count_less(nxt, q, t, t)
+    touch_depth[seen] = (before[t] - before[q]) - count_less(nxt, q, t, t, w)
     return touch_depth[seq.of_ref], cold
 
 

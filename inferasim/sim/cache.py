@@ -80,7 +80,7 @@ class _LRU:
     __slots__ = ("_od",)
 
     def __init__(self) -> None:
-        self._od: OrderedDict[int, None] = OrderedDict()
+        self._od: OrderedDict[Any, None] = OrderedDict()
 
     def inserted(self, h: int, pos: int = 0) -> None:
         pass
@@ -244,10 +244,12 @@ class BlockCache:
         self._policy: Any = make_policy(eviction)
         self._lru = isinstance(self._policy, _LRU)
         # the LRU order (empty for the other policies)
-        self._od: OrderedDict[int, None] = (
+        self._od: OrderedDict[Any, None] = (
             self._policy._od if isinstance(self._policy, _LRU) else OrderedDict()
         )
-        self.ref: dict[int, int] = {}
+        # (keys typed Any: compiled, an int key is unboxed and boxed again around
+        # every dict operation, allocating and freeing an int object a block)
+        self.ref: dict[Any, int] = {}
         self.pinned = 0
         self.pages = 0
         self.evictions = 0
@@ -373,7 +375,7 @@ class BlockCache:
                 n += short.get(h, ppb)
         return n
 
-    def acquire(self, ids: Sequence[int]) -> None:
+    def acquire(self, ids: Sequence[Any]) -> None:
         """Pin cached entries for a sequence (one reference each).
 
         Examples
@@ -471,7 +473,7 @@ class BlockCache:
         self.pages += pages
         self._policy.inserted(key, 0)
 
-    def register_run(self, ids: Sequence[int], out: list[int], start: int = 0) -> int:
+    def register_run(self, ids: Sequence[Any], out: list[Any], start: int = 0) -> int:
         """:meth:`register` every id of ``ids``; append the cached ones to ``out``.
 
         ``ids[k]`` sits at position ``start + k`` of its prompt. Returns how
@@ -502,7 +504,7 @@ class BlockCache:
         self.pages += k * self.ppb
         return k
 
-    def release(self, ids: Sequence[int]) -> None:
+    def release(self, ids: Sequence[Any]) -> None:
         """Drop one reference from each entry, tail first.
 
         Examples
@@ -565,7 +567,7 @@ class BlockCache:
         ref = self.ref
         if self._lru:  # (the n oldest in one C-level walk, then one delete each)
             od = self._od
-            gone = list(islice(od, n))
+            gone: list[Any] = list(islice(od, n))
             for h in gone:
                 del od[h]
                 del ref[h]

@@ -31,7 +31,7 @@ def read_burstgpt(
     ----------
     path_or_name : str, path or file-like
         A BurstGPT CSV, or the name of a known one (``"burstgpt_1"``,
-        alias ``"burstgpt"``, and ``"burstgpt_2"``).
+        alias ``"burstgpt"``, ``"burstgpt_2"``, ``"burstgpt_3"``).
     block_size : int, default 512
         Tokens per block for the simulator (there are no hash ids).
     verify : bool, default True

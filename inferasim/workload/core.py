@@ -944,12 +944,13 @@ class Workload:
     __hash__ = None  # type: ignore[assignment]
 
     # ---------------------------------------------------------------- export
-    def to_mooncake(self, path: str | PathLike[str] | IO[Any], *, aiperf: bool = False) -> None:
-        """Write the workload as a Mooncake JSON-lines trace; see :func:`inferasim.workload.mooncake.write_mooncake`.
+    def to_mooncake(self, path: str | PathLike[str] | IO[Any], *, exact: bool = False) -> None:
+        """Write the workload as a Mooncake JSON-lines trace that NVIDIA AIPerf reads as it is.
 
-        With ``aiperf=True`` the file is what NVIDIA AIPerf's Mooncake-trace
-        loader accepts as it is (whole-ms integer timestamps, string session
-        ids; see the writer).
+        Whole-ms integer timestamps and string session ids, as AIPerf's
+        ``MooncakeTrace`` model takes them; ``exact=True`` keeps sub-ms
+        arrivals and session-id types for an exact round trip instead. See
+        :func:`inferasim.workload.mooncake.write_mooncake`.
 
         Examples
         --------
@@ -959,7 +960,7 @@ class Workload:
         >>> buf.getvalue()
         '{"timestamp":0,"input_length":600,"output_length":3,"hash_ids":[0,1]}\\n'
         """
-        mooncake.write_mooncake(self._columns(), path, aiperf=aiperf)
+        mooncake.write_mooncake(self._columns(), path, exact=exact)
 
     def to_bailian(self, path: str | PathLike[str] | IO[Any]) -> None:
         """Write the workload in the Bailian format; see :func:`inferasim.workload.bailian.write_bailian`.

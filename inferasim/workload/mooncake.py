@@ -249,33 +249,42 @@ def _label(path_or_name: Any, source: str) -> str:
 
 
 def write_mooncake(
-    workload: Columns, path: str | PathLike[str] | IO[Any], *, aiperf: bool = False
+    workload: Columns, path: str | PathLike[str] | IO[Any], *, exact: bool = False
 ) -> None:
-    """Write a workload as Mooncake JSON lines that :func:`read_mooncake` reads back exactly.
+    """Write a workload as Mooncake JSON lines, by default as NVIDIA AIPerf reads them.
 
-    The round trip is exact for every workload whose first request arrives
-    at 0 ms (all that readers and generators make): readers shift arrivals so
-    the first is at 0, as ``arrival_ms`` is defined.
+    The default file is what AIPerf's Mooncake-trace loader reads as it is
+    (``aiperf profile --input-file F --custom-dataset-type mooncake_trace``).
+    Checked against its source, ai-dynamo/aiperf 0.1.1 (commit db4f639,
+    October 2025): ``aiperf/dataset/loader/models.py`` ``MooncakeTrace``, a
+    pydantic model with ``input_length: int``, ``output_length: int``,
+    ``hash_ids: list[int]``, ``timestamp: int`` (ms), ``session_id: str``
+    and ``type`` reserved for the dataset kind, extra fields allowed
+    (``AIPerfBaseModel``: ``extra="allow"``); read line by line by
+    ``loader/mooncake_trace.py`` with ``model_validate_json``, a session's
+    turns in file order. Pydantic rejects a float with a fraction for an
+    ``int`` and an integer for a ``str``, so timestamps are written as whole
+    ms (rounded to the nearest, half to even, when an arrival has a
+    fraction) and session ids as strings; ``turn`` is written as an extra
+    field (AIPerf keeps it unread; this package reads it back); no request
+    ``type``. Rows are in the workload's (arrival) order. The PyPI wheel
+    ``aiperf==0.1.1`` carries an older ``MooncakeTrace`` (``input_length``,
+    ``output_length``, ``hash_ids``, ``timestamp`` required, other fields
+    ignored, no sessions); it validates these lines too (checked with that
+    wheel in a separate environment, December 2026).
 
-    Timestamps are written as integers when every arrival is a whole number
-    of ms, else as shortest round-trip floats. Only the four Mooncake fields
-    are written, plus ``session_id`` and ``turn`` when the workload has them (extra columns such as ``prefix_id`` are not part of the
-    format). A path ending in ``.gz`` is gzip-compressed.
+    ``exact=True`` writes the exact round-trip format instead: timestamps as
+    integers when every arrival is a whole number of ms, else as shortest
+    round-trip floats, and session ids with their own types, so
+    :func:`read_mooncake` gives back the same workload for every workload
+    whose first request arrives at 0 ms (readers rebase arrivals to the
+    first). The default is that same round trip whenever every arrival is a
+    whole ms and session ids (if any) are strings.
 
-    ``aiperf=True`` writes what NVIDIA AIPerf's Mooncake-trace loader reads
-    as it is. Checked against its source (ai-dynamo/aiperf 0.1.1, commit
-    db4f639, ``aiperf/dataset/loader/models.py`` ``MooncakeTrace`` and
-    ``loader/mooncake_trace.py``): a pydantic model with ``input_length:
-    int``, ``output_length: int``, ``hash_ids: list[int]``, ``timestamp:
-    int`` (ms), ``session_id: str`` and a ``type`` field reserved for the
-    dataset kind (so no request ``type`` may be written). Pydantic rejects a
-    float with a fraction for an ``int`` and an integer for a ``str``, so in
-    this mode timestamps are rounded to the nearest whole ms and session ids
-    are written as strings; ``turn`` is left out (AIPerf orders a session's
-    turns by their order in the file, which is arrival order here). Without
-    ``aiperf`` the file is the exact round-trip format above, which AIPerf
-    also reads when every arrival is a whole ms and there are no integer
-    session ids.
+    Only the four Mooncake fields are written, plus ``session_id`` and
+    ``turn`` when the workload has them (extra columns such as
+    ``prefix_id`` are not part of the format). A path ending in ``.gz`` is
+    gzip-compressed.
 
     Parameters
     ----------
@@ -283,8 +292,9 @@ def write_mooncake(
         A workload's columns (``Workload.to_mooncake`` passes them); must
         carry hash ids.
     path : str, path or writable file-like
-    aiperf : bool, default False
-        Write AIPerf's types (see above).
+    exact : bool, default False
+        Keep sub-ms arrivals and session-id types (see above); AIPerf then
+        rejects a line with a fractional timestamp or a non-string session id.
 
     Examples
     --------
@@ -292,10 +302,12 @@ def write_mooncake(
     >>> cols = Columns(np.array([0, 2.5]), np.array([600, 10]), np.array([3, 1]),
     ...                np.array([0, 1, 0]), np.array([0, 2, 3]))
     >>> buf = io.StringIO()
-    >>> write_mooncake(cols, buf)
+    >>> write_mooncake(cols, buf)  # AIPerf's whole ms (2.5 rounds half to even)
     >>> print(buf.getvalue(), end="")
-    {"timestamp":0.0,"input_length":600,"output_length":3,"hash_ids":[0,1]}
-    {"timestamp":2.5,"input_length":10,"output_length":1,"hash_ids":[0]}
+    {"timestamp":0,"input_length":600,"output_length":3,"hash_ids":[0,1]}
+    {"timestamp":2,"input_length":10,"output_length":1,"hash_ids":[0]}
+    >>> buf = io.StringIO()
+    >>> write_mooncake(cols, buf, exact=True)
     >>> _ = buf.seek(0)
     >>> read_mooncake(buf).arrival_ms
     array([0. , 2.5])
@@ -305,7 +317,7 @@ def write_mooncake(
     arrival = workload.arrival_ms
     whole = bool(np.all(arrival == np.round(arrival)))
     ts: list[Any] = (
-        np.round(arrival).astype(np.int64).tolist() if whole or aiperf else arrival.tolist()
+        np.round(arrival).astype(np.int64).tolist() if whole or not exact else arrival.tolist()
     )
     ids = workload.hash_id_lists()
     opt = orjson.OPT_APPEND_NEWLINE
@@ -317,25 +329,15 @@ def write_mooncake(
             ts, workload.input_len.tolist(), workload.output_len.tolist(), ids, strict=True
         )
     ]
-    if "session_id" in workload.extra and aiperf:
-        sessions = [str(v) for v in workload.extra["session_id"].tolist()]
-        chunks = [
-            c[:-2] + b',"session_id":' + orjson.dumps(sid) + b"}\n"
-            for c, sid in zip(chunks, sessions, strict=True)
-        ]
-    elif "session_id" in workload.extra:  # conversations survive the round trip
+    if "session_id" in workload.extra:  # conversations survive the round trip
         sessions = workload.extra["session_id"].tolist()
+        if not exact:
+            sessions = [v if isinstance(v, str) else str(v) for v in sessions]
+        tail = [b',"session_id":' + orjson.dumps(sid) for sid in sessions]
         if "turn" in workload.extra:
-            turns = workload.extra["turn"].tolist()
-            chunks = [
-                c[:-2] + b',"session_id":' + orjson.dumps(sid) + b',"turn":' + orjson.dumps(t) + b"}\n"
-                for c, sid, t in zip(chunks, sessions, turns, strict=True)
-            ]
-        else:  # a workload built with session ids only (from_requests)
-            chunks = [
-                c[:-2] + b',"session_id":' + orjson.dumps(sid) + b"}\n"
-                for c, sid in zip(chunks, sessions, strict=True)
-            ]
+            tail = [t + b',"turn":' + orjson.dumps(u)
+                    for t, u in zip(tail, workload.extra["turn"].tolist(), strict=True)]
+        chunks = [c[:-2] + t + b"}\n" for c, t in zip(chunks, tail, strict=True)]
     write_bytes(path, b"".join(chunks))
 
 

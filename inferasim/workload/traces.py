@@ -77,6 +77,7 @@ BAILIAN = "https://media.githubusercontent.com/media/alibaba-edu/qwen-bailian-us
 AZURE_2023 = "https://raw.githubusercontent.com/Azure/AzurePublicDataset/master/data/"
 AZURE_2024 = "https://azurepublicdatasettraces.blob.core.windows.net/azurellminfererencetrace/"
 BURSTGPT = "https://media.githubusercontent.com/media/HPMLL/BurstGPT/main/data/"
+BURSTGPT_RELEASE = "https://github.com/HPMLL/BurstGPT/releases/download/v1.2/"
 
 #: The readers a trace's ``format`` names (``Workload.from_<format>``).
 FORMATS = ("mooncake", "bailian", "azure", "burstgpt")
@@ -248,20 +249,34 @@ _KNOWN = (
         aliases=("azure_conv_1week",), format="azure", license="CC-BY-4.0",
         holds=_AZURE_HOLDS.format("a week of conversation"), source=_AZURE_2024_SOURCE,
     ),
-    # BurstGPT: Git LFS objects; sha256 and size from their LFS pointers.
+    # BurstGPT (HPMLL/BurstGPT, checked at commit e92f533, February 2026): licence
+    # CC-BY-4.0 (the repository's LICENSE: Creative Commons Attribution 4.0
+    # International). BurstGPT_1.csv stays in data/ (Git LFS; sha256 and size from
+    # its LFS pointer); the other parts left data/ in commit 8345c82 (July 2024)
+    # for the v1.2 release assets, not pinned here (their bytes were not
+    # available). Line counts from the upstream README, rounded there to 0.1k,
+    # so no exact request count is recorded.
     TraceInfo(
         "burstgpt_1", "BurstGPT_1.csv", None,
         "4bb3783693d0a435686fbfc885615d2349bd067239079fa4b749f2e679e12122",
         BURSTGPT + "BurstGPT_1.csv", 52_283_111, aliases=("burstgpt",), format="burstgpt",
-        license="see upstream", source="HPMLL/BurstGPT",
-        holds="ChatGPT/GPT-4 via Azure OpenAI: arrivals (s), tokens, model, log type, failures",
+        license="CC-BY-4.0", source="HPMLL/BurstGPT",
+        holds="ChatGPT/GPT-4 via Azure OpenAI, 2 months, ~1,429.7k requests: arrivals (s), "
+        "tokens, model, log type, failures",
     ),
     TraceInfo(
-        "burstgpt_2", "BurstGPT_2.csv", None,
-        "44bf5942b03fca42c01a226a545ad3a750ec62688faecd67b6831c56a8928bf7",
-        BURSTGPT + "BurstGPT_2.csv", 144_819_209, format="burstgpt",
-        license="see upstream", source="HPMLL/BurstGPT",
-        holds="BurstGPT's second part: arrivals (s), tokens, model, log type, failures",
+        "burstgpt_2", "BurstGPT_2.csv", None, None,
+        BURSTGPT_RELEASE + "BurstGPT_2.csv", format="burstgpt",
+        license="CC-BY-4.0", source="HPMLL/BurstGPT",
+        holds="BurstGPT's next 2 months, ~3,858.4k requests: arrivals (s), tokens, model, "
+        "log type, failures",
+    ),
+    TraceInfo(
+        "burstgpt_3", "BurstGPT_3.csv", None, None,
+        BURSTGPT_RELEASE + "BurstGPT_3.csv", format="burstgpt",
+        license="CC-BY-4.0", source="HPMLL/BurstGPT",
+        holds="BurstGPT's later 110 days, ~5,344.0k requests: arrivals (s), tokens, model, "
+        "log type, Session ID, Elapsed time, failures",
     ),
 )
 
