@@ -6,7 +6,12 @@ import numpy as np
 import pytest
 
 from inferasim import Workload, reuse
-from inferasim.widgets import CURVE_POINTS_PER_DECADE, cache_sizing, capacity_options, tiered_cache_sizing
+from inferasim.widgets import (
+    CURVE_POINTS_PER_DECADE,
+    cache_sizing,
+    capacity_options,
+    tiered_cache_sizing,
+)
 
 
 @pytest.fixture(scope="module")
