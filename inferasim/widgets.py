@@ -39,7 +39,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import PercentFormatter
 
 from inferasim import style
-from inferasim._validate import duration_ms, integer, rate, real
+from inferasim._validate import duration_ms, rate, real
 from inferasim.plots import hit_rate_line as draw_hit_rate_curve
 from inferasim.studies import policy_curve as hit_rate_curve
 from inferasim.studies.settings import (
@@ -796,8 +796,18 @@ def _refusal(exc: Exception) -> str:
 
 
 def _checked_replicas(replicas: Any) -> int:
-    """``replicas`` by the simulator's rule: an integer >= 1 (never a bool or a float)."""
-    return integer(replicas, "replicas", low=1)
+    """``replicas`` by the simulator's own rule: an integer in [1, 2**62), never a bool or a float.
+
+    Examples
+    --------
+    >>> _checked_replicas(2.7)
+    Traceback (most recent call last):
+    ...
+    ValueError: replicas must be a positive integer, got 2.7
+    """
+    from inferasim.sim.config import _positive_int
+
+    return _positive_int(replicas, "replicas")
 
 
 def _replicas_slider(replicas: int) -> W.IntSlider:

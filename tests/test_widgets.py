@@ -451,7 +451,8 @@ def test_the_capacity_ring_is_whole_at_the_ends_of_the_slider(workloads):
 @pytest.mark.parametrize("replicas", [0, -1, 2.7, True, "4"])
 def test_a_replica_count_the_simulator_refuses_is_refused_by_name(workloads, make, replicas):
     # before: 0 -> 1, 2.7 -> 2, True -> 1 (the slider clamped it silently)
-    with pytest.raises(ValueError, match=r"^replicas must be an integer >= 1, got"):
+    # the simulator's own rule (sim.config._positive_int), the same message
+    with pytest.raises(ValueError, match=r"^replicas must be a positive integer, got"):
         make(workloads, replicas=replicas)
 
 
