@@ -426,7 +426,7 @@ def test_lines_hold_whole_records(records, cuts):
 
 # ------------------------------------------------------------------ widgets
 
-WIDGET = settings(max_examples=examples(8), deadline=None,
+WIDGET = settings(max_examples=examples(12), deadline=None,
                   suppress_health_check=[HealthCheck.too_slow])
 
 
@@ -461,29 +461,37 @@ WIDGET_VALUES = st.one_of(values, st.sampled_from([1e4, 1e8, 1e9, 2.0**-30, 0.12
                                                    110.0 / MAX_TIME_MS, 32, 33, 2**62 - 1]))
 
 
-@WIDGET
-@given(name=st.sampled_from(["replicas", "load", "capacity_tokens", "sim_window_ms"]),
-       v=WIDGET_VALUES)
-def test_cache_sizing_arguments(name, v):
-    from inferasim.widgets import cache_sizing
+#: (widget, parameter) pairs; the other arguments keep a small valid setting.
+WIDGET_ARGUMENTS = [("cache_sizing", n) for n in ("replicas", "load", "capacity_tokens", "sim_window_ms")]
+WIDGET_ARGUMENTS += [("tiered_cache_sizing", n) for n in ("replicas", "dram_tokens", "pool_tokens", "sim_window_ms")]
 
-    kw = {"capacity_tokens": 1e5, "replicas": 2, name: v}
+
+@WIDGET
+@given(case=st.sampled_from(WIDGET_ARGUMENTS), v=WIDGET_VALUES)
+def test_widget_arguments(case, v):
+    from inferasim import widgets
+
+    make, name = case
+    kw = {"replicas": 2, **({"capacity_tokens": 1e5} if make == "cache_sizing" else {"dram_tokens": 1e5})}
     try:
-        w = cache_sizing(widget_workload(), **kw)
+        w = getattr(widgets, make)(widget_workload(), **{**kw, name: v})
     except ValueError as e:
         check_error(e, name)
         assert not widget_value_ok(name, v), v
         return
     assert widget_value_ok(name, v), v
     if name == "replicas":  # kept exactly: never clamped to the slider's range
-        assert w.controls["replicas"].value == v == w.settings()["replicas"]
+        assert w.controls["replicas"].value == v
         return
     if name == "load":
         assert w.settings()["load"] == float(v)
     if name == "capacity_tokens":
         assert w.capacity_tokens == float(v)
+    if name in ("dram_tokens", "pool_tokens"):
+        assert w.capacities()[name.removesuffix("_tokens")] == float(v)
     res = w.simulate()
-    check_frame(res, len(w.simulation_workload()))
+    n = len(w.simulation_workload()) if make == "cache_sizing" else len(res.requests)
+    check_frame(res, n)
     assert "not simulated" not in w.status.value
 
 
@@ -508,25 +516,3 @@ def test_cache_sizing_load_set_on_the_slider(v):
         return
     assert widget_value_ok("load", held)
     check_frame(w.result, len(w.simulation_workload()))
-
-
-@WIDGET
-@given(name=st.sampled_from(["replicas", "dram_tokens", "pool_tokens", "sim_window_ms"]),
-       v=WIDGET_VALUES)
-def test_tiered_cache_sizing_arguments(name, v):
-    from inferasim.widgets import tiered_cache_sizing
-
-    kw = {"dram_tokens": 1e5, "replicas": 2, name: v}
-    try:
-        w = tiered_cache_sizing(widget_workload(), **kw)
-    except ValueError as e:
-        check_error(e, name)
-        assert not widget_value_ok(name, v), v
-        return
-    assert widget_value_ok(name, v), v
-    if name == "replicas":
-        assert w.controls["replicas"].value == v
-        return
-    if name in ("dram_tokens", "pool_tokens"):
-        assert w.capacities()[name[:-7]] == float(v)
-    check_frame(w.simulate(), 12 if name != "sim_window_ms" else len(w.result.requests))
