@@ -75,11 +75,11 @@ def request_frame(wl: Workload, run: RunOutput, config: dict[str, Any]) -> pd.Da
         }
     )
     if "type" in wl.frame.columns:  # request types (Bailian traces): group by type
-        req.insert(1, "type", wl.frame["type"].to_numpy())
+        req.insert(0, "type", wl.frame["type"].to_numpy())
     if run.sessions is not None:  # closed loop
         sid, turn, think = run.sessions
-        req.insert(1, "session_id", sid)
-        req.insert(2, "turn", turn)
+        req.insert(0, "session_id", sid)
+        req.insert(1, "turn", turn)
         at = req.columns.get_loc("arrival_ms") + 1
         req.insert(at, "recorded_arrival_ms", recorded)
         req.insert(at + 1, "arrival_shift_ms", arrival - recorded)
