@@ -29,7 +29,11 @@ replaces it, and that run is retried once alone after all the others; if
 its worker dies again the row's ``error`` says how (``WorkerDied: ... was
 killed by signal SIGKILL ...``). Any other :class:`concurrent.futures.Executor` gets one task
 per run with its workload (a thread pool shares it; a user process pool
-pickles it with every task). A ``dask.distributed.Client`` is used
+pickles it with every task); when it breaks (a worker of a
+``ProcessPoolExecutor`` dies and every pending run fails with
+``BrokenProcessPool``), the finished rows are kept and the runs it lost run
+again on the ``"processes"`` pool above, with a ``RuntimeWarning`` naming
+``executor``. A ``dask.distributed.Client`` is used
 natively: every workload is scattered once to every worker
 (``client.scatter(..., broadcast=True)``), tasks carry only a reference to
 it and their small configuration, and results stream back as they finish
@@ -92,8 +96,9 @@ import os
 import sys
 import types
 import uuid
+import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from concurrent.futures import Executor
+from concurrent.futures import BrokenExecutor, Executor
 from concurrent.futures import as_completed as _cf_as_completed
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -561,22 +566,25 @@ def _execute(
                 f"executor must be None, 'processes', a concurrent.futures.Executor or a "
                 f"dask.distributed.Client, got {executor!r}"
             )
-        yield from run_in_processes(
-            tasks,
-            workers=min(_cpus(), len(tasks)),
-            init=_init_worker,
-            initargs=(workloads,),
-            run=_run_in_worker,
-            index=lambda t: t.index,
-        )
+        yield from _own_pool(tasks, workloads)
         return
     if isinstance(executor, Executor):
-        futures = {executor.submit(_run_task, workloads[t.workload], t): t for t in tasks}
-        try:
-            yield from _collect(futures)
-        finally:
-            for f in futures:
-                f.cancel()
+        broken: list[_Task] = []
+        yield from _execute_user(tasks, workloads, executor, broken)
+        if broken:
+            # The user's pool broke (a worker died: every pending future fails
+            # with BrokenProcessPool, the culprit unnamed). Finished rows are
+            # kept; the runs it lost go to our own pool, which retries each and
+            # names the run whose worker dies.
+            warnings.warn(
+                f"executor: the {type(executor).__name__} broke ({broken[0][1]}) with "
+                f"{len(broken)} of {len(tasks)} runs unfinished; those run again on sweep's own "
+                "process pool (executor='processes'), which retries a run whose worker dies "
+                "alone and names it in its row's error",
+                RuntimeWarning,
+                stacklevel=4,
+            )
+            yield from _own_pool([t for t, _ in broken], workloads)
         return
     raise TypeError(
         f"executor must be None, 'processes', a concurrent.futures.Executor or a "
@@ -584,12 +592,44 @@ def _execute(
     )
 
 
-def _collect(futures: dict[Any, _Task]) -> Iterator[tuple[int, dict[str, Any], str | None]]:
-    for f in _cf_as_completed(futures):
-        try:
-            yield f.result()
-        except Exception as exc:  # the worker died, or the task could not be sent
-            yield futures[f].index, {}, f"{type(exc).__name__}: {exc}"
+def _own_pool(
+    tasks: list[_Task], workloads: dict[str, Workload]
+) -> Iterator[tuple[int, dict[str, Any], str | None]]:
+    """The tasks on sweep's own process pool (:mod:`inferasim._pool`)."""
+    return run_in_processes(
+        tasks,
+        workers=min(_cpus(), len(tasks)),
+        init=_init_worker,
+        initargs=(workloads,),
+        run=_run_in_worker,
+        index=lambda t: t.index,
+    )
+
+
+def _execute_user(
+    tasks: list[_Task], workloads: dict[str, Workload], executor: Executor, broken: list
+) -> Iterator[tuple[int, dict[str, Any], str | None]]:
+    """Results of the tasks on a user's executor; the tasks a broken pool lost
+    are appended to ``broken`` as ``(task, error text)`` instead of yielded."""
+    futures: dict[Any, _Task] = {}
+    try:
+        for i, t in enumerate(tasks):
+            try:
+                futures[executor.submit(_run_task, workloads[t.workload], t)] = t
+            except BrokenExecutor as exc:  # broken before every task was sent
+                broken.extend((u, f"{type(exc).__name__}: {exc}") for u in tasks[i:])
+                break
+        for f in _cf_as_completed(futures):
+            try:
+                yield f.result()
+            except BrokenExecutor as exc:
+                broken.append((futures[f], f"{type(exc).__name__}: {exc}"))
+            except Exception as exc:  # the task could not be sent, or its result back
+                yield futures[f].index, {}, f"{type(exc).__name__}: {exc}"
+    finally:
+        for f in futures:
+            f.cancel()
+    broken.sort(key=lambda b: b[0].index)
 
 
 def _execute_dask(

@@ -25,7 +25,9 @@ so the widget works with any matplotlib backend, and headless: tests set
 from __future__ import annotations
 
 import base64
+import html
 import io
+import math
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -37,6 +39,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import PercentFormatter
 
 from inferasim import style
+from inferasim._validate import duration_ms, rate, real
 from inferasim.plots import hit_rate_line as draw_hit_rate_curve
 from inferasim.studies import policy_curve as hit_rate_curve
 from inferasim.studies.settings import (
@@ -201,15 +204,16 @@ class CacheSizing(W.VBox):
             "policy": W.Dropdown(
                 options=[(label(p), p) for p in policies], value=policy, description="eviction"
             ),
-            "replicas": W.IntSlider(value=int(replicas), min=1, max=32, description="replicas"),
+            "replicas": _replicas_slider(replicas),
             "routing": W.Dropdown(
                 options=[(label(r), r) for r in routings], value=routing, description="routing"
             ),
             "load": W.FloatLogSlider(
                 value=float(load),
                 base=2,
-                min=-3,
-                max=3,
+                # the slider spans 1/8 to 8, widened to hold the load given
+                min=min(-3, math.floor(math.log2(load))),
+                max=max(3, math.ceil(math.log2(load))),
                 step=0.25,
                 description="load x",
                 readout_format=".3g",
@@ -454,6 +458,11 @@ class CacheSizing(W.VBox):
         }
 
     def _on_sim_setting_change(self, _change: Any = None) -> None:
+        try:
+            _checked_load(self.controls["load"].value, {"": self.workload})
+        except ValueError as exc:  # a load set from code (NaN, 0): say so now
+            self.status.value = _refusal(exc)
+            return
         if self.result is not None and self.result_settings != self.settings():
             self.status.value = "settings changed: press <b>simulate</b> to update the plots below"
 
@@ -467,10 +476,12 @@ class CacheSizing(W.VBox):
         >>> bool(w.simulation_workload().arrival_ms[-1] == w.workload.arrival_ms[-1] / 2)
         True
         """
+        trace = self.controls["trace"].value
         wl = self.workload
+        load = _checked_load(self.controls["load"].value, {trace: wl})
         if self.sim_window_ms is not None:
             wl = wl.window(0, self.sim_window_ms)
-        return wl.scale_time(1.0 / float(self.controls["load"].value))
+        return wl.scale_time(1.0 / load)
 
     def simulate(self) -> Any:
         """Run the simulator with the current settings and redraw the lower plots.
@@ -489,7 +500,12 @@ class CacheSizing(W.VBox):
 
         s = self.settings()
         eviction = s["eviction"] if s["eviction"] in _sim_evictions() else "lru"
-        wl = self.simulation_workload()
+        try:
+            wl = self.simulation_workload()
+        except ValueError as exc:  # a control set from code to a value the widget refuses
+            self.progress.bar_style = "danger"
+            self.status.value = _refusal(exc)
+            raise
         button = self.controls["simulate"]
         button.disabled = True
         self.progress.bar_style = "info"
@@ -516,7 +532,7 @@ class CacheSizing(W.VBox):
                 self.result = sim.run(wl, progress=False)
         except Exception as exc:
             self.progress.bar_style = "danger"
-            self.status.value = f"simulation failed: {exc}"
+            self.status.value = f"simulation failed: {html.escape(str(exc))}"
             raise
         finally:
             button.disabled = False
@@ -583,6 +599,11 @@ class CacheSizing(W.VBox):
             q = self.summary()["p99"]
             finished = int((req["status"] == "finished").sum())
             for ax, metric in ((a, "ttft_ms"), (b, "tpot_ms")):
+                if not finished:  # nothing to draw: say so where the curve would be
+                    ax.text(0.5, 0.5, "no request finished", ha="center", va="center",
+                            transform=ax.transAxes)
+                    ax.set_title(f"{metric[:4].upper()}: no latencies")
+                    continue
                 plots.plot_latency_cdf({routing: req}, metric, ax=ax, quantile=0.99)
                 ax.get_legend().remove()  # one run: the title gives its p99 (the dot)
                 ax.set_title(f"{metric[:4].upper()} p99 {style.duration_text(q[metric])}")
@@ -689,6 +710,111 @@ def _rejected_status(requests: pd.DataFrame) -> str:
     )
 
 
+
+# ------------------------------------------------------- argument checks
+def _checked_workloads(workloads: Any, who: str) -> dict[str, Workload]:
+    """``workloads`` as a name -> Workload dict, each with hash ids and requests."""
+    if isinstance(workloads, Workload):
+        workloads = {workloads.source or "workload": workloads}
+    if not isinstance(workloads, Mapping):
+        raise TypeError(
+            f"workloads must be a Workload or a mapping of name to Workload, got {type(workloads).__name__}"
+        )
+    if not workloads:
+        raise ValueError(f"{who} needs at least one workload")
+    for name, wl in workloads.items():
+        if not isinstance(wl, Workload):
+            raise TypeError(f"workload {name!r} is a {type(wl).__name__}, not a Workload")
+        if not len(wl):
+            raise ValueError(f"workload {name!r} has no requests")
+        if not wl.has_hash_ids:
+            raise ValueError(
+                f"workload {name!r} has no hash ids: there is no reuse to size a cache for"
+            )
+    return dict(workloads)
+
+
+def _checked_window(sim_window_ms: Any, workloads: Mapping[str, Workload]) -> float | None:
+    """``sim_window_ms`` checked as every duration, and holding a request of every trace.
+
+    Examples
+    --------
+    >>> _checked_window(0, {"demo": _demo_workload()})
+    Traceback (most recent call last):
+    ...
+    ValueError: sim_window_ms must be a finite number > 0 and <= 2**43 (ms), got 0
+    >>> late = Workload.from_requests([1000.0], [1024], [4], hash_ids=[[1, 2]], block_size=512)
+    >>> _checked_window(500, {"late": late})
+    Traceback (most recent call last):
+    ...
+    ValueError: sim_window_ms=500: workload 'late' has no request in its first 500 ms (its first arrives at 1,000.0 ms)
+    """
+    if sim_window_ms is None:
+        return None
+    window = duration_ms(sim_window_ms, "sim_window_ms", positive=True)
+    for name, wl in workloads.items():
+        if not len(wl.window(0, window)):
+            raise ValueError(
+                f"sim_window_ms={sim_window_ms!r}: workload {name!r} has no request in its first "
+                f"{window:g} ms (its first arrives at {float(wl.arrival_ms.min()):,.1f} ms)"
+            )
+    return window
+
+
+def _checked_load(load: Any, workloads: Mapping[str, Workload]) -> float:
+    """``load`` as a rate, not so low that a trace's arrivals would pass 2**43 ms.
+
+    Examples
+    --------
+    >>> _checked_load(float("nan"), {"demo": _demo_workload()})
+    Traceback (most recent call last):
+    ...
+    ValueError: load must be a finite number > 0, got nan
+    """
+    from inferasim.plan import _load_limits
+
+    value = rate(load, "load")
+    for name, wl in workloads.items():
+        lowest, _ = _load_limits(wl)
+        if value < lowest:
+            raise ValueError(
+                f"load must be >= {lowest:.4g} for workload {name!r} (a lower load puts its "
+                f"arrivals past 2**43 ms), got {load!r}"
+            )
+    return value
+
+
+def _refusal(exc: Exception) -> str:
+    """The status line for a value the widget refuses: not simulated, and why.
+
+    Examples
+    --------
+    >>> _refusal(ValueError("load must be a finite number > 0, got nan"))
+    'not simulated: load must be a finite number &gt; 0, got nan'
+    """
+    return f"not simulated: {html.escape(str(exc))}"
+
+
+def _checked_replicas(replicas: Any) -> int:
+    """``replicas`` by the simulator's own rule: an integer in [1, 2**62), never a bool or a float.
+
+    Examples
+    --------
+    >>> _checked_replicas(2.7)
+    Traceback (most recent call last):
+    ...
+    ValueError: replicas must be a positive integer, got 2.7
+    """
+    from inferasim.sim.config import _positive_int
+
+    return _positive_int(replicas, "replicas")
+
+
+def _replicas_slider(replicas: int) -> W.IntSlider:
+    """The replicas slider: 1 to 32, widened to hold the count given (never clamped)."""
+    return W.IntSlider(value=replicas, min=1, max=max(32, replicas), description="replicas")
+
+
 def _display_data(data: dict[str, str]) -> dict[str, Any]:
     """One ``display_data`` output of an ``ipywidgets.Output``."""
     return {"output_type": "display_data", "data": data, "metadata": {}}
@@ -766,27 +892,17 @@ def cache_sizing(
     >>> w.hit_ratio < before
     True
     """
-    if isinstance(workloads, Workload):
-        workloads = {workloads.source or "workload": workloads}
-    if not workloads:
-        raise ValueError("cache_sizing needs at least one workload")
-    for name, wl in workloads.items():
-        if not isinstance(wl, Workload):
-            raise TypeError(f"workload {name!r} is a {type(wl).__name__}, not a Workload")
-        if not wl.has_hash_ids:
-            raise ValueError(
-                f"workload {name!r} has no hash ids: there is no reuse to size a cache for"
-            )
+    workloads = _checked_workloads(workloads, "cache_sizing")
     if policy not in policies:
         raise ValueError(f"policy {policy!r} is not one of {list(policies)}")
     if routing not in routings:
         raise ValueError(f"routing {routing!r} is not one of {list(routings)}")
-    if not CAPACITY_RANGE[0] <= capacity_tokens <= CAPACITY_RANGE[1]:
-        raise ValueError(
-            f"capacity_tokens must be in [{CAPACITY_RANGE[0]:g}, {CAPACITY_RANGE[1]:g}], got {capacity_tokens!r}"
-        )
-    if not load > 0:
-        raise ValueError(f"load must be positive, got {load!r}")
+    capacity_tokens = real(
+        capacity_tokens, "capacity_tokens", low=CAPACITY_RANGE[0], high=CAPACITY_RANGE[1]
+    )
+    replicas = _checked_replicas(replicas)
+    load = _checked_load(load, workloads)
+    sim_window_ms = _checked_window(sim_window_ms, workloads)
     return CacheSizing(
         workloads,
         capacity_tokens=capacity_tokens,
@@ -932,7 +1048,7 @@ class TieredCacheSizing(W.VBox):
             "hbm": slider(self.model_hbm_tokens, "HBM KV per replica", False, CAPACITY_RANGE[1]),
             "dram": slider(dram_tokens, "DRAM per replica", True, CAPACITY_RANGE[1]),
             "pool": slider(pool_tokens, "shared pool", True, 1e9),
-            "replicas": W.IntSlider(value=int(replicas), min=1, max=32, description="replicas"),
+            "replicas": _replicas_slider(replicas),
             "routing": W.Dropdown(
                 options=[(label(r), r) for r in WIDGET_ROUTINGS], value=routing, description="routing"
             ),
@@ -1130,8 +1246,12 @@ class TieredCacheSizing(W.VBox):
         }
         self.status.value = f"simulating {len(wl):,} requests twice (with and without tiers) ..."
         start = time.perf_counter()
-        self.baseline = Simulator(**common).run(wl, progress=False)
-        self.result = Simulator(**common, tiers=self.tiers()).run(wl, progress=False)
+        try:
+            self.baseline = Simulator(**common).run(wl, progress=False)
+            self.result = Simulator(**common, tiers=self.tiers()).run(wl, progress=False)
+        except Exception as exc:
+            self.status.value = f"simulation failed: {html.escape(str(exc))}"
+            raise
         elapsed = time.perf_counter() - start
         rejected = _rejected_status(self.result.requests)
         base = _rejected_status(self.baseline.requests)
@@ -1272,18 +1392,14 @@ def tiered_cache_sizing(
     >>> w.capacities()["hbm"] == w.model_hbm_tokens
     True
     """
-    if isinstance(workloads, Workload):
-        workloads = {workloads.source or "workload": workloads}
-    if not workloads:
-        raise ValueError("tiered_cache_sizing needs at least one workload")
-    for name, wl in workloads.items():
-        if not isinstance(wl, Workload) or not wl.has_hash_ids:
-            raise ValueError(f"workload {name!r} must be a Workload with hash ids")
+    workloads = _checked_workloads(workloads, "tiered_cache_sizing")
     if routing not in WIDGET_ROUTINGS:
         raise ValueError(f"routing {routing!r} is not one of {list(WIDGET_ROUTINGS)}")
     for name, value, high in (("dram_tokens", dram_tokens, CAPACITY_RANGE[1]), ("pool_tokens", pool_tokens, 1e9)):
-        if not (value == 0 or CAPACITY_RANGE[0] <= value <= high):
+        if not (real(value, name, low=0, high=high) == 0 or CAPACITY_RANGE[0] <= value):
             raise ValueError(f"{name} must be 0 or in [{CAPACITY_RANGE[0]:g}, {high:g}], got {value!r}")
+    replicas = _checked_replicas(replicas)
+    sim_window_ms = _checked_window(sim_window_ms, workloads)
     return TieredCacheSizing(
         workloads,
         model=model,

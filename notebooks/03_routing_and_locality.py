@@ -296,7 +296,7 @@ hbm_tokens = cost.kv_capacity_blocks(conv_t.block_size) * conv_t.block_size
 
 
 def replay(res: ism.SimResult, layout: str) -> pd.Series:
-    placement = res.requests.sort_values("request_id")["replica"].to_numpy()
+    placement = res.requests.sort_index()["replica"].to_numpy()
     local = hbm_tokens + (C if layout == "+ 3M DRAM each" else 0)
     pool = N * C if layout == "+ 30M pool" else 0
     frame = ism.reuse.partitioned_hit_rate(

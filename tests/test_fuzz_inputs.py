@@ -1,6 +1,7 @@
 """Parameter fuzz (issue 23): values at the edges of every documented limit.
 
 For tiers, handoff links, think times, cost coefficients, timeline periods,
+the widgets' arguments and load slider (``cache_sizing``, ``tiered_cache_sizing``),
 objectives (``summary``, ``SloAdmission``, ``sweep``, the CLI flags),
 seeds, ``Workload.synthesize`` and session columns, a random value drawn
 around each limit (just inside, just outside, 0, subnormals, inf, NaN,
@@ -421,3 +422,97 @@ def test_lines_hold_whole_records(records, cuts):
     except WorkloadError:
         return
     assert reference is not None and got == reference
+
+
+# ------------------------------------------------------------------ widgets
+
+WIDGET = settings(max_examples=examples(12), deadline=None,
+                  suppress_health_check=[HealthCheck.too_slow])
+
+
+def widget_workload() -> Workload:
+    """12 requests of 2 blocks (one shared prefix block), 10 ms apart: 0..110 ms."""
+    ids = [[1, 100 + i] for i in range(12)]
+    return Workload.from_requests([10.0 * i for i in range(12)], [1024] * 12, [2] * 12, ids,
+                                  block_size=512)
+
+
+def positive_int(v) -> bool:
+    return isinstance(v, int | np.integer) and not isinstance(v, bool) and 1 <= v < 2**62
+
+
+def widget_value_ok(name: str, v) -> bool:
+    """Whether the documented limits (README, widgets row) allow ``v`` for ``name``."""
+    if name == "replicas":
+        return positive_int(v)
+    if name == "load":
+        # > 0 and not so low that the last arrival (110 ms) / load passes 2**43 ms
+        return in_range(v, 0.0, UP, low_open=True) and 110.0 / float(v) <= MAX_TIME_MS * (1 + 1e-9)
+    if name == "capacity_tokens":
+        return in_range(v, 1e4, 1e8)
+    if name in ("dram_tokens", "pool_tokens"):
+        high = 1e8 if name == "dram_tokens" else 1e9
+        return in_range(v, 0.0, high) and (float(v) == 0 or float(v) >= 1e4)
+    assert name == "sim_window_ms"  # the first request arrives at 0 ms: any window > 0 holds it
+    return v is None or in_range(v, 0.0, MAX_TIME_MS, low_open=True)
+
+
+WIDGET_VALUES = st.one_of(values, st.sampled_from([1e4, 1e8, 1e9, 2.0**-30, 0.125, 8.0, 100.0,
+                                                   110.0 / MAX_TIME_MS, 32, 33, 2**62 - 1]))
+
+
+#: (widget, parameter) pairs; the other arguments keep a small valid setting.
+WIDGET_ARGUMENTS = [("cache_sizing", n) for n in ("replicas", "load", "capacity_tokens", "sim_window_ms")]
+WIDGET_ARGUMENTS += [("tiered_cache_sizing", n) for n in ("replicas", "dram_tokens", "pool_tokens", "sim_window_ms")]
+
+
+@WIDGET
+@given(case=st.sampled_from(WIDGET_ARGUMENTS), v=WIDGET_VALUES)
+def test_widget_arguments(case, v):
+    from inferasim import widgets
+
+    make, name = case
+    kw = {"replicas": 2, **({"capacity_tokens": 1e5} if make == "cache_sizing" else {"dram_tokens": 1e5})}
+    try:
+        w = getattr(widgets, make)(widget_workload(), **{**kw, name: v})
+    except ValueError as e:
+        check_error(e, name)
+        assert not widget_value_ok(name, v), v
+        return
+    assert widget_value_ok(name, v), v
+    if name == "replicas":  # kept exactly: never clamped to the slider's range
+        assert w.controls["replicas"].value == v
+        return
+    if name == "load":
+        assert w.settings()["load"] == float(v)
+    if name == "capacity_tokens":
+        assert w.capacity_tokens == float(v)
+    if name in ("dram_tokens", "pool_tokens"):
+        assert w.capacities()[name.removesuffix("_tokens")] == float(v)
+    res = w.simulate()
+    n = len(w.simulation_workload()) if make == "cache_sizing" else len(res.requests)
+    check_frame(res, n)
+    assert "not simulated" not in w.status.value
+
+
+@WIDGET
+@given(v=WIDGET_VALUES)
+def test_cache_sizing_load_set_on_the_slider(v):
+    # a control set from code: refused by name on the status line, or simulated
+    from inferasim.widgets import cache_sizing
+
+    w = cache_sizing(widget_workload(), capacity_tokens=1e5, replicas=1)
+    try:
+        w.controls["load"].value = v
+    except Exception:  # the slider's own type check (traitlets): the value never got in
+        return
+    held = w.controls["load"].value
+    try:
+        w.simulate()
+    except ValueError as e:
+        check_error(e, "load")
+        assert not widget_value_ok("load", held)
+        assert w.status.value.startswith("not simulated: load must be")
+        return
+    assert widget_value_ok("load", held)
+    check_frame(w.result, len(w.simulation_workload()))

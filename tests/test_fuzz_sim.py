@@ -229,7 +229,7 @@ def frames(case: dict, fast: bool = True):
 def check(case: dict, res) -> None:
     wl, sim, _ = build(case)
     req = res.requests
-    assert len(req) == len(wl) and req["request_id"].tolist() == list(range(len(wl)))
+    assert len(req) == len(wl) and req.index.tolist() == list(range(len(wl)))
     assert set(req["status"]) <= {"finished", "rejected"}
     rej = req[req["status"] == "rejected"]
     assert rej["reason"].map(lambda r: isinstance(r, str) and len(r) > 0).all()

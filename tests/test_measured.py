@@ -102,7 +102,8 @@ def test_aiperf_failed_and_warmup_records():
     warm = {**ok, "metadata": {**ok["metadata"], "benchmark_phase": "warmup"}}
     text = "\n".join(json.dumps(r) for r in (warm, ok, failed)) + "\n"
     df = ism.read_aiperf(io.StringIO(text))
-    assert df["request_id"].tolist() == ["a", "b"]  # the warm-up record is not profiling
+    assert df.index.tolist() == ["a", "b"]  # the warm-up record is not profiling
+    assert df.index.name == "request_id" and "request_id" not in df.columns
     # units converted: 2500 us = 2.5 ms, 0.25 s = 250 ms; arrival in ms after the first kept one
     assert df["ttft_ms"].tolist()[0] == 2.5 and df["e2e_ms"].tolist()[0] == 250.0
     assert df["max_itl_ms"].tolist()[0] == 9.5 and np.isnan(df["tpot_ms"].tolist()[0])
@@ -138,7 +139,7 @@ def vllm_result(req: pd.DataFrame) -> dict:
 def test_vllm_round_trip_of_a_simulated_run_has_zero_error(result):
     req = result.requests
     measured = ism.read_vllm_bench(io.StringIO(json.dumps(vllm_result(req))))
-    assert measured["request_id"].tolist() == list(range(len(req)))
+    assert measured.index.tolist() == list(range(len(req))) and measured.index.name == "request_id"
     cmp = ism.compare(measured, result)
     assert cmp.attrs["matched"] == "request_id"
     # seconds and back, and a sum of equal gaps: zero to float rounding

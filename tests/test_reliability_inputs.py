@@ -105,6 +105,15 @@ def test_tier_durations_are_bounded_at_construction(tier, match):
         Tier("dram", 1 << 20, **{"read_gbps": 50.0, "write_gbps": 50.0, **tier})
 
 
+@pytest.mark.parametrize("cap", [2**62, 2**63, -1])
+def test_tier_capacities_are_below_2_62_as_kv_tokens(cap):
+    # the README row "kv_tokens, tier capacities < 2**62 tokens": 2**62 was accepted for a tier
+    with pytest.raises(ValueError, match=r"Tier 'dram': capacity_tokens must be an int >= 0 "
+                                         r"and < 2\*\*62"):
+        Tier("dram", cap, read_gbps=50.0, write_gbps=50.0)
+    assert Tier("dram", 2**62 - 1, read_gbps=50.0, write_gbps=50.0).capacity_tokens == 2**62 - 1
+
+
 def test_tier_at_the_limits_gives_frames_within_the_guarantees():
     # 3 requests x latency (2**43 / 4 ms) stay within 2**43 ms with the bytes' time;
     # request 2 waits that long for its load and finishes within 2**44 ms

@@ -165,3 +165,36 @@ def test_reuse_results_show_a_header_and_key_numbers(small):
                                               block_size=2))
     assert repr(s).splitlines()[0] == "Sessions: 1 chains over 2 requests"
     assert rows(repr(s))["max_turns"] == ["2"]
+
+
+# ------------------------------------------------ issue 24 item 9: no column repeats the index
+def _repeats_the_index(frame: pd.DataFrame) -> list[str]:
+    """Columns whose values are the index's, row for row."""
+    idx = frame.index.to_numpy()
+    return [c for c in frame.columns
+            if len(frame) and frame[c].dtype.kind in "iu" and np.array_equal(frame[c].to_numpy(), idx)]
+
+
+@pytest.mark.parametrize("fleet", ["aggregated", "disaggregated", "closed_loop", "tiers"])
+def test_request_frames_are_indexed_by_request_id_and_no_column_repeats_it(fleet):
+    # before: SimResult.requests had a request_id column 0..n-1 next to an unnamed 0..n-1 index
+    wl = Workload.from_requests([0, 5, 10, 15], [64] * 4, [3] * 4,
+                                [[1, 2, 3, 4], [1, 2, 5, 6], [1, 7, 8, 9], [1, 2, 3, 10]],
+                                block_size=16, session_id=[1, 1, 2, 2])
+    cost = ism.LinearCostModel(kv_bytes_per_token=1024)
+    kw = {"kv_tokens": 64 * 16, "cost_model": cost}
+    run = {}
+    if fleet == "disaggregated":
+        kw["replicas"] = ism.sim.Disaggregated(1, 1)
+    if fleet == "closed_loop":
+        run = {"closed_loop": True}
+    if fleet == "tiers":
+        kw["tiers"] = [ism.Tier("dram", 1 << 16, read_gbps=10.0, write_gbps=10.0)]
+    req = ism.Simulator(**kw).run(wl, progress=False, **run).requests
+    assert req.index.name == "request_id" and req.index.tolist() == [0, 1, 2, 3]
+    assert "request_id" not in req.columns
+    assert _repeats_the_index(req) == []
+    # the workload's own frame follows the same rule
+    assert wl.frame.index.name == "request_id" and _repeats_the_index(wl.frame) == []
+    if fleet == "closed_loop":  # the session columns still lead
+        assert list(req.columns[:2]) == ["session_id", "turn"]

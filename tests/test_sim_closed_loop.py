@@ -281,7 +281,7 @@ def fleets(draw) -> dict:
 def check_invariants(wl: Workload, res) -> None:
     r = res.requests
     n = len(wl)
-    assert r["request_id"].tolist() == list(range(n))
+    assert r.index.tolist() == list(range(n))
     assert set(r["status"]) <= {"finished", "rejected"}
     assert np.isfinite(r["arrival_ms"]).all()
     fin = r[r["status"] == "finished"]
@@ -332,7 +332,7 @@ def test_closed_loop_equals_open_replay_of_its_arrivals(wl, cfg):
     wl2, order = replay_open_loop(wl, res)
     cfg = {k: v for k, v in cfg.items() if k != "think_time"}
     open_ = simulate(wl2, **{"kv_blocks": 64, **cfg})
-    a = res.requests.iloc[order].reset_index(drop=True)[COMPARED]
+    a = res.requests.iloc[order].reset_index(drop=True).rename_axis("request_id")[COMPARED]
     b = open_.requests[COMPARED]
     pd.testing.assert_frame_equal(a, b, check_exact=True)
 
@@ -363,7 +363,7 @@ def test_closed_loop_with_a_shared_tier_equals_open_replay(wl, cfg):
     wl2, order = replay_open_loop(wl, res)
     cfg.pop("think_time")
     open_ = simulate(wl2, **cfg)
-    a = res.requests.iloc[order].reset_index(drop=True)[COMPARED]
+    a = res.requests.iloc[order].reset_index(drop=True).rename_axis("request_id")[COMPARED]
     pd.testing.assert_frame_equal(a, open_.requests[COMPARED], check_exact=True)
     plain = run(wl, **cfg, think_time=res.config["think_time"], fast=False)
     pd.testing.assert_frame_equal(res.requests, plain.requests, check_exact=True)
@@ -492,7 +492,7 @@ def test_disaggregated_closed_loop(wl, cfg):
     wl2, order = replay_open_loop(wl, res)
     open_ = simulate(wl2, **{"kv_blocks": 64,
                              **{k: v for k, v in cfg.items() if k != "think_time"}})
-    a = res.requests.iloc[order].reset_index(drop=True)[COMPARED + ["decode_replica"]]
+    a = res.requests.iloc[order].reset_index(drop=True).rename_axis("request_id")[COMPARED + ["decode_replica"]]
     pd.testing.assert_frame_equal(a, open_.requests[COMPARED + ["decode_replica"]],
                                   check_exact=True)
     plain = run(wl, **cfg, fast=False)
@@ -543,7 +543,7 @@ def test_same_step_handoffs_go_out_in_admission_order_not_request_id_order():
     wl2, order = replay_open_loop(wl, res)
     cfg.pop("think_time")
     open_ = simulate(wl2, kv_tokens=64 * 4, **cfg)
-    a = res.requests.iloc[order].reset_index(drop=True)[COMPARED + ["decode_replica"]]
+    a = res.requests.iloc[order].reset_index(drop=True).rename_axis("request_id")[COMPARED + ["decode_replica"]]
     pd.testing.assert_frame_equal(a, open_.requests[COMPARED + ["decode_replica"]],
                                   check_exact=True)
 
@@ -575,7 +575,7 @@ def test_closed_loop_decode_steps_see_reservations_made_at_their_start():
     check_invariants(wl, res)
     wl2, order = replay_open_loop(wl, res)
     open_ = simulate(wl2, **cfg)
-    a = res.requests.iloc[order].reset_index(drop=True)[COMPARED + ["decode_replica"]]
+    a = res.requests.iloc[order].reset_index(drop=True).rename_axis("request_id")[COMPARED + ["decode_replica"]]
     pd.testing.assert_frame_equal(a, open_.requests[COMPARED + ["decode_replica"]],
                                   check_exact=True)
     plain = run(wl, **cfg, fast=False)

@@ -42,7 +42,9 @@ def test_simulate_trace_file_and_out_csv(tmp_path, capsys):
     assert float(r["token_hit_ratio"]) == pytest.approx(2 * 1024 / 3300, abs=1e-4)
     frame = pd.read_csv(out)
     assert frame["cached_tokens"].tolist() == [0, 1024, 1024]
+    # the index (request_id) is written as the first column, once
     assert list(frame.columns[:4]) == ["request_id", "replica", "arrival_ms", "scheduled_ms"]
+    assert frame["request_id"].tolist() == [0, 1, 2] and list(frame.columns).count("request_id") == 1
 
 
 def test_simulate_parquet_and_bad_out(tmp_path, capsys):

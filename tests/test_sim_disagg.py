@@ -179,7 +179,7 @@ def test_disaggregated_invariants(wl, cfg):
     req = res.requests
     n = len(wl)
     P_n, D_n = cfg["replicas"].prefill, cfg["replicas"].decode
-    assert req["request_id"].tolist() == list(range(n))
+    assert req.index.tolist() == list(range(n))
     fin = req[req["status"] == "finished"]
     assert set(req["status"]) <= {"finished", "rejected"}
     # every request once: on one prefill instance, and on one decode instance iff it

@@ -60,7 +60,7 @@ def test_frame_invariants(wl, cfg):
     res = simulate(wl, **cfg)
     req = res.requests
     n = len(wl)
-    assert req["request_id"].tolist() == list(range(n))
+    assert req.index.tolist() == list(range(n))
     assert set(req["status"]) <= {"finished", "rejected"}
     fin = req[req["status"] == "finished"]
     rej = req[req["status"] == "rejected"]

@@ -164,7 +164,7 @@ def _busy_workload() -> Workload:
 
 
 COMMON = [
-    "request_id", "replica", "arrival_ms", "scheduled_ms", "first_token_ms", "finish_ms",
+    "replica", "arrival_ms", "scheduled_ms", "first_token_ms", "finish_ms",
     "queue_ms", "ttft_ms", "tpot_ms", "itl_ms", "max_itl_ms", "e2e_ms", "input_len", "output_len", "cached_blocks",
     "cached_tokens", "computed_prefill_tokens", "preemptions", "status", "reason",
 ]

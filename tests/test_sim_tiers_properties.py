@@ -84,7 +84,7 @@ def test_invariants_with_tiers(monkeypatch, wl, cfg, fast):
         res = simulate(wl, **cfg, fast=fast)
     assert checked.evicted == res.replicas["evictions"].sum()
     req = res.requests
-    assert req["request_id"].tolist() == list(range(len(wl)))
+    assert req.index.tolist() == list(range(len(wl)))
     fin = req[req["status"] == "finished"]
     assert len(fin) + (req["status"] == "rejected").sum() == len(wl)
     assert (fin["arrival_ms"] <= fin["scheduled_ms"]).all()

@@ -108,6 +108,40 @@ def test_a_worker_exit_status_is_named(reference):
     assert df["error"].drop(index=2).isna().all()
 
 
+def test_a_user_process_pool_that_breaks_loses_no_row_and_names_the_run(reference, tmp_path):
+    # A user's ProcessPoolExecutor whose worker dies at the 3-replica run: before,
+    # every run not yet finished (rows 3-6 here) became "BrokenProcessPool: A process
+    # in the process pool was terminated abruptly ...". Now the finished rows are
+    # kept, the lost runs rerun on sweep's own pool, and only row 3 (whose worker
+    # dies there too, twice) has an error, naming how its worker died.
+    from concurrent.futures import ProcessPoolExecutor
+
+    store = tmp_path / "runs.parquet"
+    with ProcessPoolExecutor(2) as pool, pytest.warns(
+        RuntimeWarning, match=r"^executor: the ProcessPoolExecutor broke \(BrokenProcessPool"
+    ):
+        df = ism.sweep(WL, GRID, metrics=killed_at_three, executor=pool, progress=False,
+                       store=store)
+    assert df["error"].isna().tolist() == [True, True, False, True, True, True]
+    assert df["error"].iloc[2].startswith("WorkerDied: ") and "SIGKILL" in df["error"].iloc[2]
+    ok = df["error"].isna()
+    assert _values(df[ok]) == _values(reference[ok])
+    assert len(list(store.glob("part-*.parquet"))) == 5  # every finished row stored
+
+
+def test_a_user_pool_broken_before_the_sweep_runs_everything_on_sweeps_own(reference):
+    # a pool already broken refuses every submit (BrokenProcessPool at submit time)
+    from concurrent.futures import ProcessPoolExecutor
+
+    pool = ProcessPoolExecutor(1)
+    pool.submit(os._exit, 1).exception()  # its worker exits: the pool is broken
+    with pytest.warns(RuntimeWarning, match="with 6 of 6 runs unfinished"):
+        df = ism.sweep(WL, GRID, metrics=plain, executor=pool, progress=False)
+    pool.shutdown()
+    assert df["error"].isna().all()
+    assert _values(df) == _values(reference)
+
+
 def test_processes_executor_still_equals_in_process(reference):
     df = ism.sweep(WL, GRID, metrics=plain, executor="processes", progress=False)
     assert _values(df) == _values(reference) and df["error"].isna().all()

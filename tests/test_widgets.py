@@ -6,7 +6,12 @@ import numpy as np
 import pytest
 
 from inferasim import Workload, reuse
-from inferasim.widgets import CURVE_POINTS_PER_DECADE, cache_sizing, capacity_options
+from inferasim.widgets import (
+    CURVE_POINTS_PER_DECADE,
+    cache_sizing,
+    capacity_options,
+    tiered_cache_sizing,
+)
 
 
 @pytest.fixture(scope="module")
@@ -440,3 +445,92 @@ def test_the_capacity_ring_is_whole_at_the_ends_of_the_slider(workloads):
     note = next(t for t in w.hit_ax.texts if "3M tokens" in t.get_text())
     # the note sits at the top of the axes, above the ceiling line and the curve
     assert note.get_position()[1] > 0.9 and note.get_va() == "top"
+
+
+# ------------------------------------------------ issue 23 class 7: arguments
+@pytest.mark.parametrize("make", [cache_sizing, tiered_cache_sizing])
+@pytest.mark.parametrize("replicas", [0, -1, 2.7, True, "4"])
+def test_a_replica_count_the_simulator_refuses_is_refused_by_name(workloads, make, replicas):
+    # before: 0 -> 1, 2.7 -> 2, True -> 1 (the slider clamped it silently)
+    # the simulator's own rule (sim.config._positive_int), the same message
+    with pytest.raises(ValueError, match=r"^replicas must be a positive integer, got"):
+        make(workloads, replicas=replicas)
+
+
+@pytest.mark.parametrize("make", [cache_sizing, tiered_cache_sizing])
+def test_a_replica_count_beyond_the_slider_is_kept_exactly(workloads, make):
+    # before: 100 became 32, the slider's end; now the slider widens to hold it
+    w = make(workloads, replicas=100)
+    assert w.controls["replicas"].value == 100 and w.controls["replicas"].max == 100
+
+
+@pytest.mark.parametrize("load", [100.0, 0.01, 2.0**-7])
+def test_a_load_beyond_the_slider_is_kept_exactly(workloads, load):
+    # before: 100 became 8 (2**3, the slider's end); now the slider widens to
+    # whole powers of two around it: log2(100) = 6.64 -> max 7, log2(0.01) = -6.64 -> min -7
+    w = cache_sizing(workloads, load=load)
+    assert w.controls["load"].value == load
+    assert w.settings()["load"] == load
+
+
+@pytest.mark.parametrize("load", [0, -1, float("nan"), float("inf"), True, "2"])
+def test_a_bad_load_is_refused_by_name(workloads, load):
+    with pytest.raises(ValueError, match=r"^load must be a finite number > 0, got"):
+        cache_sizing(workloads, load=load)
+
+
+def test_a_load_that_would_stretch_arrivals_past_the_time_limit_names_load(workloads):
+    # skewed: 600 requests at 50/s, the last near 12 s; at load 1e-300 it would
+    # arrive at ~1e304 ms, far past 2**43 ms
+    with pytest.raises(ValueError, match=r"^load must be >= .* for workload 'skewed' .*2\*\*43 ms"):
+        cache_sizing(workloads, load=1e-300)
+
+
+def test_a_nan_load_set_on_the_slider_is_named_on_the_status_line(workloads):
+    w = cache_sizing(workloads, capacity_tokens=1e5)
+    w.controls["load"].value = float("nan")
+    # said as soon as the slider holds it, and again when simulate is pressed
+    assert w.status.value == "not simulated: load must be a finite number &gt; 0, got nan"
+    with pytest.raises(ValueError, match="^load must be a finite number > 0, got nan"):
+        w.simulate()
+    assert w.status.value.startswith("not simulated: load must be")
+    assert w.result is None and w.progress.bar_style == "danger"
+
+
+@pytest.mark.parametrize("make", [cache_sizing, tiered_cache_sizing])
+@pytest.mark.parametrize("window", [0, -5, float("nan"), float("inf"), 2.0**44])
+def test_a_bad_simulation_window_is_refused_by_name(workloads, make, window):
+    # before: 0, -5 and nan crashed in the drawing code (AttributeError) or, in
+    # the tiered widget, simulated 0 requests without a word
+    with pytest.raises(ValueError, match=r"^sim_window_ms must be a finite number > 0 and <= 2\*\*43"):
+        make(workloads, sim_window_ms=window)
+
+
+@pytest.mark.parametrize("make", [cache_sizing, tiered_cache_sizing])
+def test_a_window_before_the_first_request_is_refused_naming_the_trace(make):
+    # the only request arrives at 1,000 ms: a 500 ms window holds none
+    wl = Workload.from_requests([1000.0], [1024], [4], hash_ids=[[1, 2]], block_size=512)
+    with pytest.raises(ValueError, match=r"^sim_window_ms=500: workload 'w' has no request"):
+        make({"w": wl}, sim_window_ms=500)
+
+
+@pytest.mark.parametrize("make", [cache_sizing, tiered_cache_sizing])
+@pytest.mark.parametrize("value", [float("nan"), "1e5", True])
+def test_a_capacity_that_is_not_a_number_is_refused_by_name(workloads, make, value):
+    name = "capacity_tokens" if make is cache_sizing else "dram_tokens"
+    with pytest.raises(ValueError, match=rf"^{name} must be a finite number"):
+        make(workloads, **{name: value})
+
+
+def test_a_run_where_every_request_is_rejected_draws_and_says_so():
+    # 20 prompts of 20,000 tokens (40 blocks of 512 with the output) against a
+    # 10k-token replica (19 blocks): every request is rejected. Before: the
+    # drawing code crashed (AttributeError: 'NoneType' object has no attribute 'remove').
+    big = Workload.from_synthetic(20, rate=20.0, input_len=20_000, output_len=8,
+                                  num_prefixes=2, prefix_len=1024, seed=0)
+    w = cache_sizing(big, capacity_tokens=1e4, replicas=2, routing="round_robin")
+    res = w.simulate()
+    assert (res.requests["status"] == "rejected").all()
+    assert "<b>20 rejected</b>" in w.status.value and "of the 0 finished" in w.status.value
+    assert [ax.get_title() for ax in w.sim_axes[:2]] == ["TTFT: no latencies", "TPOT: no latencies"]
+    assert w.sim_png[:4] == b"\x89PNG"

@@ -216,8 +216,8 @@ def run(args: argparse.Namespace) -> int:
     if args.out is not None:
         path = Path(args.out)
         if path.suffix.lower() == ".csv":
-            res.requests.to_csv(path, index=False)
+            res.requests.to_csv(path)  # request_id (the index) first
         else:
-            res.requests.to_parquet(path, index=False)
+            res.requests.to_parquet(path, index=True)
         print(f"\nwrote {len(res.requests):,} rows to {path}")
     return 0

@@ -53,7 +53,6 @@ def request_frame(wl: Workload, run: RunOutput, config: dict[str, Any]) -> pd.Da
         reason[i] = why
     req = pd.DataFrame(
         {
-            "request_id": np.arange(n, dtype=np.int64),
             "replica": col(out.replica, np.int64),
             "arrival_ms": arrival,
             "scheduled_ms": scheduled,
@@ -76,11 +75,11 @@ def request_frame(wl: Workload, run: RunOutput, config: dict[str, Any]) -> pd.Da
         }
     )
     if "type" in wl.frame.columns:  # request types (Bailian traces): group by type
-        req.insert(1, "type", wl.frame["type"].to_numpy())
+        req.insert(0, "type", wl.frame["type"].to_numpy())
     if run.sessions is not None:  # closed loop
         sid, turn, think = run.sessions
-        req.insert(1, "session_id", sid)
-        req.insert(2, "turn", turn)
+        req.insert(0, "session_id", sid)
+        req.insert(1, "turn", turn)
         at = req.columns.get_loc("arrival_ms") + 1
         req.insert(at, "recorded_arrival_ms", recorded)
         req.insert(at + 1, "arrival_shift_ms", arrival - recorded)
@@ -98,7 +97,7 @@ def request_frame(wl: Workload, run: RunOutput, config: dict[str, Any]) -> pd.Da
         for k, t in enumerate(tiers):
             req.insert(at + k, f"{t.name}_hit_tokens", hit[k])
         req.insert(at + len(tiers), "load_ms", col(out.load_ms, f64))
-    req.index.name = None
+    req.index.name = "request_id"  # the request's position in the workload, never a column
     disagg = "prefill_replicas" in config
     if disagg:
         xs, dl, ds = col(out.xfer_start, f64), col(out.delivered, f64), col(out.decode_start, f64)

@@ -48,9 +48,10 @@ from inferasim.errors import WorkloadError
 
 __all__ = ["read_aiperf", "read_vllm_bench", "compare", "MEASURED_COLUMNS", "COMPARE_METRICS"]
 
-#: The columns of a measured frame, in order (a subset of ``SimResult.requests``'s names).
+#: The columns of a measured frame, in order (a subset of ``SimResult.requests``'s
+#: names); the frame's index is ``request_id``, as ``SimResult.requests``'s.
 MEASURED_COLUMNS = (
-    "request_id", "arrival_ms", "ttft_ms", "tpot_ms", "itl_ms", "max_itl_ms", "e2e_ms",
+    "arrival_ms", "ttft_ms", "tpot_ms", "itl_ms", "max_itl_ms", "e2e_ms",
     "input_len", "output_len", "status", "reason",
 )
 #: The latency metrics :func:`compare` compares by default.
@@ -115,8 +116,8 @@ def read_aiperf(
     -------
     pandas.DataFrame
         :data:`MEASURED_COLUMNS` plus ``session_id`` (``x_correlation_id``)
-        and ``turn`` (``turn_index + 1``): ``request_id`` is
-        ``x_request_id``; ``arrival_ms`` is ``request_start_ns`` in ms after
+        and ``turn`` (``turn_index + 1``), indexed by ``request_id``
+        (``x_request_id``); ``arrival_ms`` is ``request_start_ns`` in ms after
         the first request (rebased in integer ns); ``ttft_ms``,
         ``e2e_ms`` (``request_latency``); ``tpot_ms`` and ``itl_ms`` both
         AIPerf's ``inter_token_latency``; ``max_itl_ms`` the largest
@@ -204,7 +205,7 @@ def read_aiperf(
         frame[col] = pd.Series([r[col] for r in rows], dtype=object)
     ns = np.asarray(starts, dtype=np.int64)
     frame.insert(1, "arrival_ms", (ns - ns.min()).astype(np.float64) / 1e6)
-    return frame
+    return frame.set_index("request_id")
 
 
 def read_vllm_bench(path: str | PathLike[str] | IO[Any], *, run: int | None = None) -> pd.DataFrame:
@@ -223,7 +224,7 @@ def read_vllm_bench(path: str | PathLike[str] | IO[Any], *, run: int | None = No
     -------
     pandas.DataFrame
         :data:`MEASURED_COLUMNS`, one row per request in the file's order
-        (the order vLLM sent them): ``request_id`` 0..n-1; ``arrival_ms``
+        (the order vLLM sent them), indexed by ``request_id`` 0..n-1; ``arrival_ms``
         from ``start_times`` (ms after the first request; NaN when the file
         has no ``start_times``); ``ttft_ms`` (``ttfts``); ``e2e_ms`` =
         TTFT + the sum of the request's ``itls`` (vLLM's latency is the
@@ -287,7 +288,6 @@ def read_vllm_bench(path: str | PathLike[str] | IO[Any], *, run: int | None = No
     else:
         arrival = nan.copy()
     return pd.DataFrame({
-        "request_id": np.arange(n, dtype=np.int64),
         "arrival_ms": arrival,
         "ttft_ms": np.where(ok, ttft, nan),
         "tpot_ms": np.where(ok, tpot, nan),
@@ -299,7 +299,7 @@ def read_vllm_bench(path: str | PathLike[str] | IO[Any], *, run: int | None = No
         "status": np.where(ok, "finished", "failed").astype(object),
         "reason": pd.Series([e.strip().splitlines()[-1] if e.strip() else None for e in errors],
                             dtype=object),
-    })
+    }).rename_axis("request_id")
 
 
 def _requests(x: Any, what: str) -> pd.DataFrame:
@@ -309,11 +309,20 @@ def _requests(x: Any, what: str) -> pd.DataFrame:
     return frame
 
 
+def _request_ids(frame: pd.DataFrame) -> np.ndarray | None:
+    """A frame's request ids as text: its ``request_id`` column, else its index of that name."""
+    if "request_id" in frame.columns:
+        return frame["request_id"].astype(str).to_numpy()
+    if frame.index.name == "request_id":
+        return frame.index.astype(str).to_numpy()
+    return None
+
+
 def _match(meas: pd.DataFrame, sim: pd.DataFrame) -> tuple[str | None, np.ndarray, np.ndarray]:
     """Row pairs of the two frames: by shared request ids, else by arrival order (same count)."""
-    if "request_id" in meas and "request_id" in sim:
-        a = meas["request_id"].astype(str).to_numpy()
-        b = sim["request_id"].astype(str).to_numpy()
+    ids_m, ids_s = _request_ids(meas), _request_ids(sim)
+    if ids_m is not None and ids_s is not None:
+        a, b = ids_m, ids_s
         if len(set(a)) == len(a) == len(b) == len(set(b)) and set(a) == set(b):
             pos = {v: i for i, v in enumerate(b)}
             return "request_id", np.arange(len(a)), np.array([pos[v] for v in a], dtype=np.int64)
@@ -363,8 +372,8 @@ def compare(
 
     Examples
     --------
-    >>> sim = pd.DataFrame({"request_id": [0, 1], "arrival_ms": [0.0, 5.0], "ttft_ms": [10.0, 20.0],
-    ...                     "status": ["finished"] * 2})
+    >>> sim = pd.DataFrame({"arrival_ms": [0.0, 5.0], "ttft_ms": [10.0, 20.0],
+    ...                     "status": ["finished"] * 2}).rename_axis("request_id")
     >>> meas = sim.assign(ttft_ms=sim["ttft_ms"] + 2.5)
     >>> cmp = compare(meas, sim, metrics=["ttft_ms"], percentiles=[50])  # per request: (2.5/12.5 + 2.5/22.5) / 2
     >>> cmp[["stat", "measured", "simulated", "error", "rel_error"]].values.tolist()

@@ -19,9 +19,9 @@ class SimResult:
     Attributes
     ----------
     requests : pandas.DataFrame
-        One row per request of the workload (every one, in request order):
-
-        ``request_id``; ``replica`` (-1 when rejected before routing);
+        One row per request of the workload (every one, in request order),
+        indexed by ``request_id`` (the request's position in the workload,
+        as ``Workload.frame``; no column repeats it): ``replica`` (-1 when rejected before routing);
         ``arrival_ms``, ``scheduled_ms`` (first admitted to a batch),
         ``first_token_ms``, ``finish_ms``; ``queue_ms`` (scheduled -
         arrival), ``ttft_ms`` (first token - arrival), ``tpot_ms`` ((finish -

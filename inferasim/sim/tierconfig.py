@@ -100,9 +100,9 @@ class Tier:
         if self.name == "hbm":
             raise ValueError("Tier name 'hbm' is taken by the HBM tier")
         cap = self.capacity_tokens
-        if isinstance(cap, bool) or not isinstance(cap, numbers.Integral) or cap < 0:
-            raise ValueError(
-                f"Tier {self.name!r}: capacity_tokens must be an int >= 0, got {cap!r}"
+        if isinstance(cap, bool) or not isinstance(cap, numbers.Integral) or not 0 <= cap < 2**62:
+            raise ValueError(  # < 2**62: int64 frames, as kv_tokens
+                f"Tier {self.name!r}: capacity_tokens must be an int >= 0 and < 2**62, got {cap!r}"
             )
         object.__setattr__(self, "capacity_tokens", int(cap))
         for field in ("read_gbps", "write_gbps"):

@@ -49,7 +49,8 @@ __all__ = [
     "REQUEST_COLUMNS",
 ]
 
-#: Columns of :func:`compare_routing` taken from ``SimResult.requests``.
+#: Columns of :func:`compare_routing` taken from ``SimResult.requests`` (its
+#: index ``request_id`` becomes a column of the long frame, one row per run and request).
 REQUEST_COLUMNS: tuple[str, ...] = (
     "request_id",
     "replica",
@@ -241,7 +242,7 @@ def compare_routing(
 
 def _routing_requests(wl: Workload, routing: str, kw: dict[str, Any]) -> pd.DataFrame:
     """The request frame of one :func:`run_routing` (a picklable task for an executor)."""
-    return run_routing(wl, routing, **kw).requests[list(REQUEST_COLUMNS)]
+    return run_routing(wl, routing, **kw).requests.reset_index()[list(REQUEST_COLUMNS)]
 
 
 def routing_summary(requests: pd.DataFrame) -> pd.DataFrame:
