@@ -474,8 +474,15 @@ class ReplicaTiers:
         return worst
 
     def start_loads(self, t: float, counts: list[int], owner: Seq) -> list[tuple[int, int]]:
-        """Start one read per tier with blocks to load for ``owner``; return the
-        ``(tier, transfer id)`` pairs."""
+        """Start one read per tier with blocks to load for ``owner`` at ``t``; return
+        the ``(tier, transfer id)`` pairs.
+
+        The owner's count of loads in flight (``loads_left``) and its load times
+        are set here, before any write: a write that starts at ``t`` on a link
+        with one of these reads (a published block's victim cascading into the
+        tier being read) takes that link's deliveries up to ``t``, and a read
+        delivered then is counted off its owner at once.
+        """
         out: list[tuple[int, int]] = []
         for k, c in enumerate(counts):
             if c:
@@ -484,6 +491,8 @@ class ReplicaTiers:
                 self.owner[key] = owner
                 out.append(key)
                 self.bytes_read[k] = self.bytes_read[k] + nbytes
+        owner.loads_left = len(out)
+        owner.load_start = owner.load_end = t
         if self.loaded:
             loaded, self.loaded = self.loaded, []
             for j in self.publish_loaded:  # the loaded blocks of the other tiers, tier order
