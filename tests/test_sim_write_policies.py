@@ -44,15 +44,18 @@ def limit_sim(wl: Workload, hbm_blocks: int, tiers: list[Tier], replicas: int):
 @st.composite
 def policy_stacks(draw, bs: int) -> list[Tier]:
     """One to three tiers (DRAM, SSD per replica; a shared pool), each with a drawn
-    write policy, publish rule, duplex flag and a capacity of 0 to 20 blocks."""
+    write policy, publish rule, duplex flag and a capacity of 0 to 20 blocks (the
+    pool with or without a fleet-wide budget)."""
     tiers = []
     for name, shared in (("dram", False), ("ssd", False), ("pool", True)):
         if not draw(st.booleans()):
             continue
         write = draw(st.sampled_from(["evict", "through"]))
         publish = draw(st.sampled_from(["computed", "all"])) if write == "through" else "computed"
+        pool_gbps = draw(st.sampled_from([None, 1e6])) if shared else None
         tiers.append(Tier(name, draw(st.integers(0, 20)) * bs, shared=shared, write=write,
-                          publish=publish, duplex=draw(st.booleans()), **FAST))
+                          publish=publish, duplex=draw(st.booleans()), pool_gbps=pool_gbps,
+                          **FAST))
     if not tiers:
         tiers.append(Tier("pool", draw(st.integers(1, 20)) * bs, shared=True, **FAST))
     if draw(st.booleans()):

@@ -30,7 +30,7 @@ from inferasim.sim.roofline import RooflineCostModel
 from inferasim.sim.router import Request
 from inferasim.sim.sequence import RequestLog
 from inferasim.sim.tierconfig import Tier
-from inferasim.sim.tiers import TierStore, replica_tiers
+from inferasim.sim.tiers import PoolLink, TierStore, replica_tiers
 from inferasim.sim.transfer import Link
 from inferasim.sim.views import RoutingContext
 from inferasim.workload import Workload
@@ -191,13 +191,17 @@ def _replicas(
     live = any(t.capacity_tokens >= bs for t in tiers)
     disagg = topology.decode > 0
     reads: dict[str, dict[int, int]] = {}  # reads of each shared block (replicate_hot)
+    # the fleet-wide link of each shared tier with an aggregate bandwidth
+    pool_links = {
+        t.name: PoolLink(t) for t in tiers if t.shared and t.pool_gbps is not None
+    }
     kernel = kernel_of(cost)
     total = topology.prefill + topology.decode
     reps: list[Replica] = []
     for r in range(total):
         role = "both" if not disagg else "prefill" if r < topology.prefill else "decode"
         rt = (
-            replica_tiers(tiers, shared, bs, kvb, replicate_hot, reads)
+            replica_tiers(tiers, shared, bs, kvb, replicate_hot, reads, pool_links)
             if live and role != "decode"
             else None
         )
