@@ -54,7 +54,7 @@ from typing import Any
 
 from inferasim.sim.sequence import Seq
 from inferasim.sim.tierconfig import Tier, publishes_loaded
-from inferasim.sim.transfer import Link
+from inferasim.sim.transfer import Link, SharedLink
 
 # Internal (compiled with mypyc, see setup.py): the public class is Tier.
 __all__: list[str] = []
@@ -251,6 +251,7 @@ class ReplicaTiers:
         block_size: int,
         kv_bytes_per_token: float,
         pool_links: dict[str, PoolLink] | None = None,
+        nic: str | None = None,
     ) -> None:
         self.tiers = tuple(tiers)
         self.n = len(self.tiers)
@@ -267,10 +268,13 @@ class ReplicaTiers:
                 self.stores.append(shared_stores[t.name])
             else:
                 self.stores.append(TierStore(t.capacity_tokens // block_size))
-            link = Link(t.read_gbps, t.latency_us)
+            # (the tier named ``nic`` carries the handoffs too: its write link is shared)
+            link = SharedLink(t.read_gbps, t.latency_us) if t.name == nic and not t.duplex else (
+                Link(t.read_gbps, t.latency_us))
             self.links.append(link)
             if t.duplex:
-                link = Link(t.write_gbps, t.latency_us)
+                link = SharedLink(t.write_gbps, t.latency_us) if t.name == nic else (
+                    Link(t.write_gbps, t.latency_us))
                 self.duplex_links.append(link)
             self.wlinks.append(link)
         self.active = [k for k in range(self.n) if self.stores[k].capacity > 0]
@@ -677,8 +681,9 @@ class HotReplicaTiers(ReplicaTiers):
         hot: int,
         reads: dict[str, dict[int, int]],
         pool_links: dict[str, PoolLink] | None = None,
+        nic: str | None = None,
     ) -> None:
-        super().__init__(tiers, shared_stores, block_size, kv_bytes_per_token, pool_links)
+        super().__init__(tiers, shared_stores, block_size, kv_bytes_per_token, pool_links, nic)
         self.hot = hot
         self.reads = [reads.setdefault(t.name, {}) if t.shared else None for t in self.tiers]
         own = [k for k in self.active if not self.tiers[k].shared]
@@ -720,6 +725,7 @@ def replica_tiers(
     hot: int | None = None,
     reads: dict[str, dict[int, int]] | None = None,
     pool_links: dict[str, PoolLink] | None = None,
+    nic: str | None = None,
 ) -> ReplicaTiers:
     """One replica's tiers; with ``hot`` (``replicate_hot_blocks``) a
     :class:`HotReplicaTiers` counting reads in ``reads`` (internal).
@@ -736,8 +742,8 @@ def replica_tiers(
     (1, [1, 0])
     """
     if hot is None:
-        return ReplicaTiers(tiers, shared_stores, block_size, kv_bytes_per_token, pool_links)
+        return ReplicaTiers(tiers, shared_stores, block_size, kv_bytes_per_token, pool_links, nic)
     return HotReplicaTiers(
         tiers, shared_stores, block_size, kv_bytes_per_token,
-        hot=hot, reads={} if reads is None else reads, pool_links=pool_links,
+        hot=hot, reads={} if reads is None else reads, pool_links=pool_links, nic=nic,
     )
