@@ -103,8 +103,8 @@ def test_a_load_from_two_tiers_ends_with_its_last_delivery():
     rt.take(0, [1, 2, 3])
     rt.take(1, [4])
     seq.loads = rt.start_loads(10.0, [3, 1], seq)
-    seq.loads_left = len(seq.loads)
-    seq.load_start = seq.load_end = 10.0
+    # (start_loads sets the owner's count of loads and their start)
+    assert (seq.loads_left, seq.load_start, seq.load_end) == (2, 10.0, 10.0)
     assert rt.next_delivery(10.0) == pytest.approx(10.25)
     assert rt.collect(20.0) == [seq]
     assert seq.loads_left == 0
@@ -113,8 +113,6 @@ def test_a_load_from_two_tiers_ends_with_its_last_delivery():
     seq2 = Seq(1, 64, 1, [1, 2, 3, 4], BS)
     rt2 = ReplicaTiers([dram, ssd], {}, BS, 62500.0)
     seq2.loads = rt2.start_loads(10.0, [3, 1], seq2)
-    seq2.loads_left = 2
-    seq2.load_start = seq2.load_end = 10.0
     assert rt2.collect(10.25) == []  # SSD's part is in, DRAM's is not
     assert seq2.loads_left == 1
     assert rt2.collect(13.0) == [seq2] and seq2.load_end == pytest.approx(13.0)

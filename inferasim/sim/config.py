@@ -368,6 +368,14 @@ class Disaggregated:
         Stream the KV while the prefill runs (as Mooncake does layer by
         layer): the transfer starts with the prefill and the sequence moves
         at the later of the prefill's and the transfer's end.
+    handoff_tier : str, optional
+        Name of a KV tier whose link carries the handoffs too (Mooncake moves
+        the handoffs and its store's traffic over the same RDMA NICs): each
+        prefill instance's handoffs then share its write link to that tier
+        (the read link too, unless the tier is ``duplex``) with the tier's
+        transfers, moving at ``handoff_gbps``, with the tier's
+        ``latency_us`` (``handoff_latency_us`` does not apply). None
+        (default): a handoff link of its own.
 
     Examples
     --------
@@ -381,6 +389,7 @@ class Disaggregated:
     handoff_gbps: float = 50.0
     handoff_latency_us: float = 5.0
     layerwise: bool = False
+    handoff_tier: str | None = None
 
     @property
     def replicas(self) -> int:
@@ -409,4 +418,9 @@ class Disaggregated:
         latency = duration_us(self.handoff_latency_us, "replicas.handoff_latency_us")
         if not isinstance(self.layerwise, bool):
             raise ValueError(f"replicas.layerwise must be a bool, got {self.layerwise!r}")
-        return Disaggregated(prefill, decode, gbps, latency, self.layerwise)
+        tier = self.handoff_tier
+        if tier is not None and not (isinstance(tier, str) and tier.isidentifier()):
+            raise ValueError(
+                f"replicas.handoff_tier must be None or a tier's name, got {tier!r}"
+            )
+        return Disaggregated(prefill, decode, gbps, latency, self.layerwise, tier)

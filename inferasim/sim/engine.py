@@ -30,8 +30,8 @@ from inferasim.sim.roofline import RooflineCostModel
 from inferasim.sim.router import Request
 from inferasim.sim.sequence import RequestLog
 from inferasim.sim.tierconfig import Tier
-from inferasim.sim.tiers import TierStore, replica_tiers
-from inferasim.sim.transfer import Link
+from inferasim.sim.tiers import PoolLink, TierStore, replica_tiers
+from inferasim.sim.transfer import Link, SharedLink
 from inferasim.sim.views import RoutingContext
 from inferasim.workload import Workload
 
@@ -70,6 +70,7 @@ class Topology:
     handoff_gbps: float = 50.0
     handoff_latency_us: float = 5.0
     layerwise: bool = False
+    handoff_tier: str | None = None  # handoffs on the prefill instances' links to it
 
 
 def simulate(
@@ -149,8 +150,12 @@ def simulate(
         arrivals = OpenArrivals(col)
     fleet: Any
     if disagg:
-        links = [Link(topology.handoff_gbps, topology.handoff_latency_us) for _ in range(routed)]
-        hs = Handoffs(reps[:routed], reps[routed:], links, out, col.page, kvb, topology.layerwise)
+        nics = _handoff_nics(reps[:routed], topology.handoff_tier, bs)
+        links: list[Any] = nics if nics is not None else [
+            Link(topology.handoff_gbps, topology.handoff_latency_us) for _ in range(routed)
+        ]
+        hs = Handoffs(reps[:routed], reps[routed:], links, out, col.page, kvb, topology.layerwise,
+                      nics, topology.handoff_gbps)
         fleet = DisaggregatedFleet(
             reps[:routed], reps[routed:], hs, col, out, ctx, router, admission, Request,
             arrivals, closed,
@@ -179,6 +184,26 @@ def simulate(
     )
 
 
+def _handoff_nics(pre: list[Replica], tier: str | None, bs: int) -> list[SharedLink] | None:
+    """The prefill instances' write links to ``tier`` (None: no tier named), which
+    carry their handoffs too; a ValueError when the tier holds no block."""
+    if tier is None:
+        return None
+    nics: list[SharedLink] = []
+    for rep in pre:
+        rt = rep.kv.tiers
+        k = next((j for j, t in enumerate(rt.tiers) if t.name == tier), -1) if rt else -1
+        if rt is None or k < 0 or rt.tiers[k].capacity_tokens < bs:
+            raise ValueError(
+                f"replicas.handoff_tier={tier!r} names no KV tier holding a block of {bs} "
+                f"tokens; name one of the tiers (Tier(name=...)) or leave it None"
+            )
+        link = rt.wlinks[k]
+        assert isinstance(link, SharedLink)
+        nics.append(link)
+    return nics
+
+
 def _replicas(
     col: Columns, topology: Topology, out: RequestLog, cost: Any, capacity: int,
     max_num_seqs: int, max_batched_tokens: int, chunked_prefill: bool, eviction: Any,
@@ -191,13 +216,18 @@ def _replicas(
     live = any(t.capacity_tokens >= bs for t in tiers)
     disagg = topology.decode > 0
     reads: dict[str, dict[int, int]] = {}  # reads of each shared block (replicate_hot)
+    # the fleet-wide link of each shared tier with an aggregate bandwidth
+    pool_links = {
+        t.name: PoolLink(t) for t in tiers if t.shared and t.pool_gbps is not None
+    }
     kernel = kernel_of(cost)
     total = topology.prefill + topology.decode
     reps: list[Replica] = []
     for r in range(total):
         role = "both" if not disagg else "prefill" if r < topology.prefill else "decode"
+        nic = topology.handoff_tier if role == "prefill" else None
         rt = (
-            replica_tiers(tiers, shared, bs, kvb, replicate_hot, reads)
+            replica_tiers(tiers, shared, bs, kvb, replicate_hot, reads, pool_links, nic)
             if live and role != "decode"
             else None
         )

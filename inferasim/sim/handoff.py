@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from inferasim.sim.replica import Replica
 from inferasim.sim.sequence import HANDOFF, RequestLog, Seq
-from inferasim.sim.transfer import Link
+from inferasim.sim.transfer import Link, SharedLink
 
 __all__: list[str] = []
 
@@ -70,6 +70,8 @@ class Handoffs:
         block_size: int,
         kv_bytes_per_token: float,
         layerwise: bool,
+        nics: list[SharedLink] | None = None,
+        handoff_gbps: float = 50.0,
     ) -> None:
         self.pre = pre
         self.dec = dec
@@ -78,6 +80,10 @@ class Handoffs:
         self.bs = block_size
         self.kvb = kv_bytes_per_token
         self.layerwise = layerwise
+        # handoffs on the prefill instances' NICs to a KV tier (``links`` are
+        # those), each moving at ``handoff_gbps``; None: links of their own
+        self.nics = nics
+        self.gbps = handoff_gbps
         self.waiting_room: list[tuple[Seq, int]] = []
         self.flight: dict[tuple[int, int], Flight] = {}
         self.by_seq: dict[int, Flight] = {}
@@ -216,7 +222,11 @@ class Handoffs:
         if d < 0:
             return False
         self.dec[d].reserve(need)
-        tid = self.links[p].start(t, seq.prompt * self.kvb)
+        nics = self.nics
+        if nics is not None:
+            tid = nics[p].start_handoff(t, seq.prompt * self.kvb, self.gbps)
+        else:
+            tid = self.links[p].start(t, seq.prompt * self.kvb)
         self.out.xfer_start[seq.rid] = t
         rec = Flight(seq, p, d, done, tid)
         self.flight[(p, tid)] = rec

@@ -237,9 +237,7 @@ class KVManager:
                 tiers.take(k, hs, t)
         seq.lower = lower
         seq.mixed = bool(mid)
-        seq.loads = tiers.start_loads(t, counts, seq)
-        seq.loads_left = len(seq.loads)
-        seq.load_start = seq.load_end = t
+        seq.loads = tiers.start_loads(t, counts, seq)  # (sets loads_left, load times)
 
     def finish_loading(self, seq: Seq) -> None:
         """Every load of ``seq`` was delivered: cache its blocks (in prompt order)."""

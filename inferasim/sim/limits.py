@@ -77,8 +77,10 @@ def check_run_durations(
         for t in tiers:
             if t.capacity_tokens <= 0:
                 continue
-            for field in ("read_gbps", "write_gbps"):
-                gbps = getattr(t, field)
+            for field in ("read_gbps", "write_gbps", "pool_gbps"):
+                gbps = getattr(t, field, None)
+                if gbps is None:  # (no fleet-wide link)
+                    continue
                 culprit = field if _bytes_dominate(num_bytes, gbps, t.latency_us * n) else "latency_us"
                 transfer_ms(num_bytes, gbps, t.latency_us * n, f"Tier {t.name!r}: {culprit}", what)
         if handoff is not None:

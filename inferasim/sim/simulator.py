@@ -426,6 +426,8 @@ class _RunPlan:
                 handoff_latency_us=topo.handoff_latency_us,
                 layerwise=topo.layerwise,
             )
+            if topo.handoff_tier is not None:
+                config["handoff_tier"] = topo.handoff_tier
         stack = self.stack
         if stack.tiers:
             config["tiers"] = list(stack.tiers)
@@ -460,7 +462,8 @@ def _topology(fleet: int | Disaggregated, cost: Any) -> Topology:
             f"a disaggregated fleet needs the cost model's kv_bytes_per_token, got {kvb!r}"
         )
     return Topology(
-        fleet.prefill, fleet.decode, fleet.handoff_gbps, fleet.handoff_latency_us, fleet.layerwise
+        fleet.prefill, fleet.decode, fleet.handoff_gbps, fleet.handoff_latency_us, fleet.layerwise,
+        fleet.handoff_tier,
     )
 
 

@@ -114,12 +114,16 @@ def mooncake_store(pool_tokens: int, ssd_tokens: int = 0, **link: float) -> list
     ssd_tokens : int, default 0
         SSD behind the pool, in tokens (0: none).
     **link
-        Overrides of the pool link (one 200 Gb/s NIC per replica).
+        Overrides of the pool link (one 200 Gb/s NIC per replica), and
+        ``pool_gbps``: the store cluster's aggregate bandwidth, one budget
+        shared by the fleet (default: none).
 
     Examples
     --------
     >>> [(t.name, t.write, t.shared) for t in mooncake_store(30_000_000, 300_000_000)]
     [('pool', 'through', True), ('ssd', 'evict', True)]
+    >>> mooncake_store(30_000_000, pool_gbps=100.0)[0].pool_gbps
+    100.0
     """
     return _stack(
         Tier("pool", pool_tokens, shared=True, write="through", **{**_RDMA, **link}),

@@ -73,6 +73,13 @@ class Tier:
         Separate read and write budgets: writes use a link of their own at
         ``write_gbps`` (PCIe and RDMA NICs are full duplex) instead of
         sharing the read link.
+    pool_gbps : float, optional
+        A shared tier's aggregate bandwidth in GB/s, for the whole fleet (a
+        storage service's, e.g. a Mooncake Store cluster's NICs together):
+        every read and write of the tier also runs on one link of this
+        bandwidth shared by all replicas (processor sharing, the tier's
+        latency), and is delivered when both its own link and this one are
+        done. None (default): no fleet-wide limit, each replica's link alone.
 
     Examples
     --------
@@ -93,6 +100,7 @@ class Tier:
     write: str | None = None
     publish: str | None = None
     duplex: bool = False
+    pool_gbps: float | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name.isidentifier():
@@ -130,6 +138,15 @@ class Tier:
             )
         if not isinstance(self.duplex, bool):
             raise ValueError(f"Tier {self.name!r}: duplex must be a bool, got {self.duplex!r}")
+        if self.pool_gbps is not None:
+            if not self.shared:
+                raise ValueError(
+                    f"Tier {self.name!r}: pool_gbps is the aggregate bandwidth of a tier "
+                    f"shared by the fleet; a per-replica tier has read_gbps/write_gbps only "
+                    f"(give shared=True, or leave pool_gbps out)"
+                )
+            v = bandwidth_gbps(self.pool_gbps, f"Tier {self.name!r}: pool_gbps")
+            object.__setattr__(self, "pool_gbps", v)
         if self.eviction not in TIER_EVICTION:
             raise ValueError(
                 f"Tier {self.name!r}: eviction must be one of {TIER_EVICTION}, "

@@ -34,6 +34,14 @@ Semantics (also in the :mod:`inferasim.sim` docstring):
   reads and writes share it (processor sharing) unless the tier is
   ``duplex``, which gives writes a link of their own. No step waits for a
   write.
+* **A pool-wide budget.** A shared tier with ``pool_gbps`` also has one
+  link for the whole fleet (:class:`PoolLink`, the store service's aggregate
+  bandwidth): every read and write of the tier runs on the replica's own
+  link and, at the same time, on the pool's, and is delivered when both are
+  done (the slower of the two; a transfer alone on both takes
+  ``bytes / min(own, pool)``, ``n`` replicas reading at once take ``n`` times
+  the pool's share). The pool's deliveries are counted off the owners of
+  whichever replica takes them.
 * **Zero capacity.** A tier with ``capacity_tokens < block_size`` holds
   nothing and is skipped: a run with such tiers equals a run without.
 """
@@ -46,7 +54,7 @@ from typing import Any
 
 from inferasim.sim.sequence import Seq
 from inferasim.sim.tierconfig import Tier, publishes_loaded
-from inferasim.sim.transfer import Link
+from inferasim.sim.transfer import Link, SharedLink
 
 # Internal (compiled with mypyc, see setup.py): the public class is Tier.
 __all__: list[str] = []
@@ -197,11 +205,43 @@ class SharedLookup:
         return k
 
 
+class PoolLink:
+    """The fleet-wide link of a shared tier with ``pool_gbps`` (internal).
+
+    ``link`` carries every replica's transfers to the tier; ``owners`` maps a
+    read's transfer id to the replica's tiers and the sequence waiting for it
+    (writes have none), so whichever replica takes a delivery counts it off.
+
+    Examples
+    --------
+    >>> pool = PoolLink(Tier("pool", 64, 10.0, 10.0, shared=True, pool_gbps=1.0))
+    >>> pool.link.gb_per_s
+    1.0
+    """
+
+    __slots__ = ("link", "owners")
+
+    def __init__(self, tier: Tier) -> None:
+        gbps = tier.pool_gbps
+        assert gbps is not None
+        self.link = Link(gbps, tier.latency_us)
+        self.owners: dict[int, tuple[ReplicaTiers, Seq]] = {}
+
+    def drain(self, t: float) -> None:
+        """Take the pool link's deliveries up to ``t``; count each read off its owner."""
+        owners = self.owners
+        for when, tid in self.link.pop_delivered(t):
+            entry = owners.pop(tid, None)
+            if entry is not None:
+                entry[0].delivered(entry[1], when)
+
+
 class ReplicaTiers:
     """One replica's tiers: stores (own or shared), links and traffic (internal).
 
     ``stores[k]``/``links[k]`` serve ``tiers[k]``; only tiers holding at
-    least one block take part (``active``).
+    least one block take part (``active``). ``pool_links`` holds the
+    fleet-wide :class:`PoolLink` of each shared tier with ``pool_gbps``.
     """
 
     def __init__(
@@ -210,6 +250,8 @@ class ReplicaTiers:
         shared_stores: dict[str, TierStore],
         block_size: int,
         kv_bytes_per_token: float,
+        pool_links: dict[str, PoolLink] | None = None,
+        nic: str | None = None,
     ) -> None:
         self.tiers = tuple(tiers)
         self.n = len(self.tiers)
@@ -226,13 +268,20 @@ class ReplicaTiers:
                 self.stores.append(shared_stores[t.name])
             else:
                 self.stores.append(TierStore(t.capacity_tokens // block_size))
-            link = Link(t.read_gbps, t.latency_us)
+            # (the tier named ``nic`` carries the handoffs too: its write link is shared)
+            link = SharedLink(t.read_gbps, t.latency_us) if t.name == nic and not t.duplex else (
+                Link(t.read_gbps, t.latency_us))
             self.links.append(link)
             if t.duplex:
-                link = Link(t.write_gbps, t.latency_us)
+                link = SharedLink(t.write_gbps, t.latency_us) if t.name == nic else (
+                    Link(t.write_gbps, t.latency_us))
                 self.duplex_links.append(link)
             self.wlinks.append(link)
         self.active = [k for k in range(self.n) if self.stores[k].capacity > 0]
+        # the fleet-wide link of each tier (None: the replica's own link alone)
+        pl = pool_links if pool_links is not None else {}
+        self.pools: list[PoolLink | None] = [pl.get(t.name) for t in self.tiers]
+        self.pool_list: list[PoolLink] = [p for p in self.pools if p is not None]
         evict = [t.write == "evict" for t in self.tiers]
         # the active tiers written through (every computed block, at step end),
         # and those of them that also take the blocks loaded from other tiers
@@ -398,6 +447,11 @@ class ReplicaTiers:
                     link.pop_delivered(t)
             written = self.bytes_written
             written[k] = written[k] + nbytes
+            pool = self.pools[k]
+            if pool is not None:  # (the fleet-wide link carries it too)
+                pool.link.start(t, nbytes)
+                if pool.link._pending and pool.link._pending[0][0] <= t:
+                    pool.drain(t)
         if down:  # (distinct when popped in one batch; one put at a time may evict
             # a block, write it again and evict it again)
             self._write(t, nxt, down, fast)
@@ -460,6 +514,9 @@ class ReplicaTiers:
         for link in self.duplex_links:
             if link.in_flight():
                 return True
+        for pool in self.pool_list:
+            if pool.link.in_flight():
+                return True
         return False
 
     def load_estimate_ms(self, t: float, counts: list[int]) -> float:
@@ -468,14 +525,27 @@ class ReplicaTiers:
         worst = 0.0
         for k, c in enumerate(counts):
             if c:
-                est = self.links[k].estimate_ms(t, c * self.block_bytes, self.read_gbps[k])
+                nbytes = c * self.block_bytes
+                est = self.links[k].estimate_ms(t, nbytes, self.read_gbps[k])
                 if est > worst:
                     worst = est
+                pool = self.pools[k]
+                if pool is not None:  # (the fleet-wide link too: the slower one)
+                    est = pool.link.estimate_ms(t, nbytes)
+                    if est > worst:
+                        worst = est
         return worst
 
     def start_loads(self, t: float, counts: list[int], owner: Seq) -> list[tuple[int, int]]:
-        """Start one read per tier with blocks to load for ``owner``; return the
-        ``(tier, transfer id)`` pairs."""
+        """Start one read per tier with blocks to load for ``owner`` at ``t``; return
+        the ``(tier, transfer id)`` pairs.
+
+        The owner's count of loads in flight (``loads_left``) and its load times
+        are set here, before any write: a write that starts at ``t`` on a link
+        with one of these reads (a published block's victim cascading into the
+        tier being read) takes that link's deliveries up to ``t``, and a read
+        delivered then is counted off its owner at once.
+        """
         out: list[tuple[int, int]] = []
         for k, c in enumerate(counts):
             if c:
@@ -484,6 +554,13 @@ class ReplicaTiers:
                 self.owner[key] = owner
                 out.append(key)
                 self.bytes_read[k] = self.bytes_read[k] + nbytes
+                pool = self.pools[k]
+                if pool is not None:  # (also on the fleet-wide link: key tier n + k)
+                    tid = pool.link.start(t, nbytes)
+                    pool.owners[tid] = (self, owner)
+                    out.append((self.n + k, tid))
+        owner.loads_left = len(out)
+        owner.load_start = owner.load_end = t
         if self.loaded:
             loaded, self.loaded = self.loaded, []
             for j in self.publish_loaded:  # the loaded blocks of the other tiers, tier order
@@ -494,9 +571,16 @@ class ReplicaTiers:
 
     def cancel(self, t: float, keys: list[tuple[int, int]]) -> None:
         """Drop the loads ``keys`` (their owner was preempted) at ``t``."""
+        n = self.n
         for key in keys:
-            if self.owner.pop(key, None) is not None:
-                self.links[key[0]].cancel(t, key[1])
+            k = key[0]
+            if k >= n:  # (a part on a fleet-wide link)
+                pool = self.pools[k - n]
+                assert pool is not None
+                if pool.owners.pop(key[1], None) is not None:
+                    pool.link.cancel(t, key[1])
+            elif self.owner.pop(key, None) is not None:
+                self.links[k].cancel(t, key[1])
 
     def _drain(self, k: int, t: float) -> None:
         """Take the deliveries of link ``k`` up to ``t``; owners done go to ``ready``."""
@@ -507,11 +591,15 @@ class ReplicaTiers:
         for when, tid in delivered:
             o = owner.pop((k, tid), None)
             if o is not None:
-                o.loads_left -= 1
-                if when > o.load_end:
-                    o.load_end = when
-                if not o.loads_left:
-                    self.ready.append(o)
+                self.delivered(o, when)
+
+    def delivered(self, o: Seq, when: float) -> None:
+        """One of ``o``'s loads was delivered at ``when``; ``o`` is ready after its last."""
+        o.loads_left -= 1
+        if when > o.load_end:
+            o.load_end = when
+        if not o.loads_left:
+            self.ready.append(o)
 
     def collect(self, t: float) -> list[Seq]:
         """Owners whose loads were all delivered by ``t``, by delivery time then id."""
@@ -521,6 +609,9 @@ class ReplicaTiers:
         for link in self.duplex_links:
             if link.in_flight():
                 link.pop_delivered(t)
+        for pool in self.pool_list:
+            if pool.link.in_flight():
+                pool.drain(t)
         out = self.ready
         if out:
             self.ready = []
@@ -536,6 +627,9 @@ class ReplicaTiers:
         for link in self.duplex_links:
             if link.in_flight():
                 link.pop_delivered(t)
+        for pool in self.pool_list:
+            if pool.link.in_flight():
+                pool.drain(t)
         if self.ready:
             return t
         best = math.inf
@@ -549,12 +643,19 @@ class ReplicaTiers:
                 d = link.next_done()
                 if d < best:
                     best = d
+        for pool in self.pool_list:  # (any replica's: an early wake finds nothing)
+            if pool.link.in_flight():
+                d = pool.link.next_done()
+                if d < best:
+                    best = d
         return best
 
     def backlog_ms(self, t: float) -> float:
         """Link time the transfers in flight still need, over all this replica's links."""
-        return sum(link.backlog_ms(t) for link in self.links) + sum(
-            link.backlog_ms(t) for link in self.duplex_links
+        return (
+            sum(link.backlog_ms(t) for link in self.links)
+            + sum(link.backlog_ms(t) for link in self.duplex_links)
+            + sum(pool.link.backlog_ms(t) for pool in self.pool_list)
         )
 
 
@@ -579,8 +680,10 @@ class HotReplicaTiers(ReplicaTiers):
         *,
         hot: int,
         reads: dict[str, dict[int, int]],
+        pool_links: dict[str, PoolLink] | None = None,
+        nic: str | None = None,
     ) -> None:
-        super().__init__(tiers, shared_stores, block_size, kv_bytes_per_token)
+        super().__init__(tiers, shared_stores, block_size, kv_bytes_per_token, pool_links, nic)
         self.hot = hot
         self.reads = [reads.setdefault(t.name, {}) if t.shared else None for t in self.tiers]
         own = [k for k in self.active if not self.tiers[k].shared]
@@ -621,6 +724,8 @@ def replica_tiers(
     kv_bytes_per_token: float,
     hot: int | None = None,
     reads: dict[str, dict[int, int]] | None = None,
+    pool_links: dict[str, PoolLink] | None = None,
+    nic: str | None = None,
 ) -> ReplicaTiers:
     """One replica's tiers; with ``hot`` (``replicate_hot_blocks``) a
     :class:`HotReplicaTiers` counting reads in ``reads`` (internal).
@@ -637,8 +742,8 @@ def replica_tiers(
     (1, [1, 0])
     """
     if hot is None:
-        return ReplicaTiers(tiers, shared_stores, block_size, kv_bytes_per_token)
+        return ReplicaTiers(tiers, shared_stores, block_size, kv_bytes_per_token, pool_links, nic)
     return HotReplicaTiers(
         tiers, shared_stores, block_size, kv_bytes_per_token,
-        hot=hot, reads={} if reads is None else reads,
+        hot=hot, reads={} if reads is None else reads, pool_links=pool_links, nic=nic,
     )

@@ -31,7 +31,7 @@ import heapq
 import math
 from heapq import heappop, heappush
 
-__all__ = ["Link"]
+__all__ = ["Link"]  # (SharedLink: internal, the handoffs' and tiers' NIC)
 
 
 class Link:
@@ -302,3 +302,90 @@ class Link:
             r = vf - v
             total += r if r < w else w
         return total + self.latency_ms
+
+
+class SharedLink(Link):
+    """A :class:`Link` two parties use: a prefill instance's NIC carrying both its
+    KV tier traffic and its handoffs (``Disaggregated(handoff_tier=...)``).
+
+    Transfers started with :meth:`start_handoff` belong to the handoffs, every
+    other to the tiers. Each party takes its own deliveries:
+    :meth:`pop_done` gives the handoffs' ids, :meth:`pop_delivered` the
+    tiers' ``(time, id)`` pairs; a delivery one party's call reaches first is
+    held for the other. :meth:`next_done` and :meth:`in_flight` count both
+    parties' transfers in flight (a party asking early finds nothing of its
+    own).
+
+    Examples
+    --------
+    A 1 GB/s link: a handoff of 1e6 bytes and a tier write of 1e6 bytes at
+    t=0 share it, both end at 2 ms; the tiers' call takes its own only.
+
+    >>> nic = SharedLink(1.0)
+    >>> h = nic.start_handoff(0.0, 1e6); w = nic.start(0.0, 1e6)
+    >>> nic.pop_delivered(2.0), nic.pop_done(2.0)
+    ([(2.0, 1)], [0])
+    """
+
+    __slots__ = ("handoff", "held_handoffs", "held_tiers")
+
+    def __init__(self, gb_per_s: float, latency_us: float = 0.0) -> None:
+        super().__init__(gb_per_s, latency_us)
+        self.handoff: set[int] = set()  # ids of the handoffs in flight
+        self.held_handoffs: list[tuple[float, int]] = []  # delivered, for pop_done
+        self.held_tiers: list[tuple[float, int]] = []  # delivered, for pop_delivered
+
+    def start_handoff(self, t: float, nbytes: float, gb_per_s: float | None = None) -> int:
+        """:meth:`Link.start` for a handoff."""
+        tid = self.start(t, nbytes, gb_per_s)
+        self.handoff.add(tid)
+        return tid
+
+    def _split(self, t: float) -> None:
+        """Move the deliveries up to ``t`` to the party they belong to."""
+        self._finish(t)
+        pending = self._pending
+        handoff = self.handoff
+        while pending and pending[0][0] <= t:
+            d = heappop(pending)
+            if d[1] in handoff:
+                handoff.discard(d[1])
+                self.held_handoffs.append(d)
+            else:
+                self.held_tiers.append(d)
+
+    def pop_done(self, t: float) -> list[int]:
+        """The handoffs delivered at or before ``t``, in delivery order."""
+        self._split(t)
+        held = self.held_handoffs
+        out = [tid for _, tid in sorted(held)]
+        held.clear()
+        return out
+
+    def pop_delivered(self, t: float) -> list[tuple[float, int]]:
+        """The tiers' ``(delivery time, id)`` at or before ``t``, in order."""
+        self._split(t)
+        held = self.held_tiers
+        out = sorted(held)
+        held.clear()
+        return out
+
+    def cancel(self, t: float, tid: int) -> None:
+        """:meth:`Link.cancel` (a handoff's or a tier transfer's)."""
+        super().cancel(t, tid)
+        self.handoff.discard(tid)
+        self.held_handoffs = [d for d in self.held_handoffs if d[1] != tid]
+
+    def next_done(self) -> float:
+        """The next delivery of a transfer in flight or of a handoff held (inf if
+        none). (A tier delivery held is the tiers' to take, at their next drain:
+        :meth:`in_flight` counts it.)"""
+        best = super().next_done()
+        for when, _ in self.held_handoffs:
+            if when < best:
+                best = when
+        return best
+
+    def in_flight(self) -> int:
+        """Transfers of either party not yet taken by it."""
+        return super().in_flight() + len(self.held_handoffs) + len(self.held_tiers)
