@@ -135,18 +135,16 @@ def test_the_guard_names_a_stretch_without_progress(monkeypatch, fast):
         minimal(fast)
 
 
-@pytest.mark.xfail(strict=True, raises=RuntimeError, reason=(
-    "loop.run_loop measures progress as count + arrivals.left() + milestones: for open "
-    "arrivals count + left() is constant, so an arrival is no progress, and a valid run "
-    "with STALL_CHECK * STALL_LIMIT arrival instants inside one long step raises a false "
-    "livelock (reported to the lead; 140,000 arrivals 1 us apart during a 1 s step do it "
-    "with the defaults, aggregated or P/D; the engine before the restructure ran them)"))
 @pytest.mark.parametrize("fleet", [1, Disaggregated(1, 1)])
 def test_arrivals_are_progress_for_the_guard(monkeypatch, fleet):
     # A valid run: request 0's prefill step takes 1000 ms; 100 requests arrive during
     # it, 1 us apart, at 100 distinct instants with no first token or finish. With a
     # check every 8 instants and a limit of 4 (32 instants) the guard must still see
-    # the arrivals as progress. All run in the next step: finished at 2000.
+    # the arrivals as progress (it raised a false livelock here when it measured
+    # progress as arrived + not yet arrived, a constant for open arrivals; with the
+    # defaults 140,000 arrivals inside one long step did it). Request 0 finishes with
+    # its first token at 1000; the 100 others (16 tokens each, 1,600 <= the budget of
+    # 16 x 101) run in the next step, 1000 to 2000: finished at 2000.
     monkeypatch.setattr(loop, "STALL_CHECK", 8)
     monkeypatch.setattr(loop, "STALL_LIMIT", 4)
     n = 101

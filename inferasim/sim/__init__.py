@@ -45,7 +45,7 @@ What is modelled
   reject early what would miss its TTFT/TPOT objective
   (``admission=SloAdmission(ttft_ms=..., tpot_ms=...)``).
 * Prefill/decode disaggregation (``Simulator(replicas=Disaggregated(prefill=P,
-  decode=D))``, :func:`inferasim.sim.engine.simulate_disaggregated`):
+  decode=D))``, :class:`inferasim.sim.fleet.DisaggregatedFleet`):
   prefill instances (with their own caches and tiers) sample the first
   token and hand the prompt's KV to a decode instance over a link; the
   decode instance reserves the memory before the transfer, and while no
@@ -156,23 +156,34 @@ object below has one job (the compiled ones are listed in
 :mod:`inferasim.sim.native`)::
 
     simulator.Simulator      the public configuration; run() checks it and calls engine.simulate
+    config                   EngineConfig (scheduler and vLLM rules), Disaggregated, get/set_params
     engine.simulate          builds the run below, runs the loop, returns RunOutput
+    limits                   the run's time limits, checked at its start and end
     loop.run_loop            next instant -> the fleet's events at it -> the arrivals at it
     arrivals                 Columns (the workload as lists), OpenArrivals, SessionArrivals (closed loop)
+    closed_loop              sessions: which request waits for which, think times
     fleet.AggregatedFleet    what is an event, routing, admission, enqueueing (no handoff)
     fleet.DisaggregatedFleet prefill + decode instances; handoff.Handoffs moves the KV between them
     replica.Replica          one engine; advance(t), arrive(seq, t), wake(), outstanding_at/kv_at(t)
       scheduler              BatchScheduler: queues, budget, chunking, preemption (roles: subclasses)
-      kv.KVManager           HBM blocks, prefix cache (cache.BlockCache), lower tiers, loads
+      kv.KVManager           HBM pages, prefix cache (cache.BlockCache), lower tiers, loads
       decode.DecodeGroup     the decoding sequences as aggregates (batch, context, phases, finishes)
       stretch.DecodeStretch  pure-decode steps planned, priced and applied in one jump
       recorder.Recorder      timeline, decode-step ends and episodes (gaps), counters
+    sequence                 Seq (a request on its replica), RequestLog (the per-request columns)
+    cache                    BlockCache and the built-in eviction orders; eviction.EvictionPolicy
+    tierconfig               Tier, Tiers (public); tier_presets: stacks of deployed systems
     tiers                    TierStore (a tier's blocks), ReplicaTiers (a replica's window), SharedLookup
     transfer.Link            a link shared by its transfers (processor sharing)
     views.View               what routers and admission read, exact at the routing instant
-    routing                  the built-in routing policies (router.py documents them)
-    kernels                  StepKernel: step pricing as the scheduler calls it
+    router                   Router, ReplicaView, Request (protocols) and the public router classes
+    routing                  the built-in routing policies, each written once (compiled)
+    admission                Admission (protocol), SloAdmission
+    cost / roofline          CostModel, LinearCostModel; RooflineCostModel (presets: models, GPUs)
+    kernels                  StepKernel: step pricing as the scheduler calls it (_roofline_kernel)
     result / frames / summary  the result frames and the headline metrics
+    topology, measured, calibrate, command  compare_topologies; measured runs in; fits; the CLI
+    native                   which modules run compiled (NATIVE_MODULES)
 
 How to add a router
 -------------------
@@ -194,7 +205,7 @@ writes, loads) and :mod:`inferasim.sim.transfer`; the KV manager
 (``inferasim/sim/kv.py``) is the only caller. A new kind of tier (a new
 write or eviction rule) changes ``tierconfig.py`` (its parameter and
 checks), ``tiers.py`` (the rule, in ``ReplicaTiers``) and, when the
-timing-free limit changes, :mod:`inferasim.reuse.fleet`.
+timing-free limit changes, ``replay_tiers`` in ``inferasim/reuse/policies.py``.
 
 How to add a cost model
 -----------------------

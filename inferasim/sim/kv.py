@@ -273,26 +273,15 @@ class KVManager:
             return 0
         cache = self.cache
         ppb = self.ppb
-        if ppb == 1:
+        x = seq.hit - 1  # (pages: the entry this sequence hit last may be partial)
+        if ppb > 1 and j0 <= x < j1 and x < len(ids) and ids[x] in cache.ref:
+            k = cache.register_run(ids[j0:x], seq.hashed, j0)
+            add = cache.top_up(ids[x], ppb)
+            self.private -= add
+            seq.cpages += add
+            k += cache.register_run(ids[x + 1 : j1], seq.hashed, x + 1)
+        else:
             k = cache.register_run(ids[j0:j1], seq.hashed, j0)
-            self.private -= k
-            seq.cpages += k
-            return k
-        if j1 > len(ids):
-            j1 = len(ids)
-        ref = cache.ref
-        k = 0
-        for j in range(j0, j1):
-            h = ids[j]
-            if h in ref:
-                if j == seq.hit - 1:
-                    add = cache.top_up(h, ppb)
-                    self.private -= add
-                    seq.cpages += add
-                continue
-            cache.register(h, j)
-            seq.hashed.append(h)
-            k += 1
         self.private -= k * ppb
         seq.cpages += k * ppb
         return k

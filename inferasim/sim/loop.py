@@ -10,9 +10,12 @@ handoff; a closed loop is an arrival source that issues a turn when the
 previous one is answered (:mod:`inferasim.sim.arrivals`); what is an event
 is the fleet's to say (:mod:`inferasim.sim.fleet`).
 
-A livelock guard counts progress (arrivals, first tokens, deliveries,
-finishes) every ``STALL_CHECK`` instants and raises an internal error after
-``STALL_LIMIT`` checks in a row without any: a bug, never a valid run.
+A livelock guard looks for progress every ``STALL_CHECK`` instants and
+raises an internal error after ``STALL_LIMIT`` checks in a row without any:
+a bug, never a valid run. Progress is a request arriving (placed by the
+loop; a closed loop's issued turn follows a finish) or, when none arrived
+since the last check, a first token, delivery or finish reached
+(:func:`milestones`, a scan of the request log, so it is read only then).
 """
 
 from __future__ import annotations
@@ -39,7 +42,7 @@ def run_loop(fleet: Fleet, arrivals: Arrivals, n: int, bar: Any, out: RequestLog
     inf = math.inf
     count = 0
     ticks = stalls = 0
-    mark = -1
+    seen = mark = -1
     while True:
         T = arrivals.next_time()
         e = fleet.next_event()
@@ -50,9 +53,14 @@ def run_loop(fleet: Fleet, arrivals: Arrivals, n: int, bar: Any, out: RequestLog
         ticks += 1
         if ticks >= STALL_CHECK:  # the livelock guard
             ticks = 0
-            now = count + arrivals.left() + milestones(out)
-            stalls = stalls + 1 if now == mark else 0
-            mark = now
+            if count != seen:  # an arrival is progress (and needs no scan of the log)
+                seen = count
+                stalls = 0
+                mark = -1
+            else:
+                now = milestones(out)
+                stalls = stalls + 1 if now == mark else 0
+                mark = now
             if stalls >= STALL_LIMIT:
                 raise RuntimeError(
                     f"internal error: {STALL_CHECK * STALL_LIMIT} instants without progress "

@@ -207,7 +207,8 @@ class Replica:
             return
         sched.chunks = []
         # After a preemption, or an eviction while requests wait (it can shorten
-        # their cached prefix and so their memory need), the next step must be
+        # their cached prefix and so change their memory need, unless
+        # BatchScheduler.evictions_matter rules that out), the next step must be
         # scheduled afresh: no stretch; nor while loads are in flight (a delivery
         # is new prefill work, like an arrival), nor while requests wait behind a
         # shared tier (another replica's write may let one in at the next step),
@@ -215,7 +216,7 @@ class Replica:
         # falls as the links drain).
         single = (
             preempted
-            or (sched.waiting and (evicted or self.coupled))
+            or (sched.waiting and (self.coupled or (evicted and sched.evictions_matter())))
             or sched.n_loading
             or (sched.waiting and kv.tiers is not None and kv.tiers.in_flight())
         )

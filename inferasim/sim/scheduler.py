@@ -396,6 +396,48 @@ class BatchScheduler:
         """Admit what joins the decode batch before the queue; ``(need, budget)``."""
         return 0, budget
 
+    def evictions_matter(self) -> bool:
+        """Whether evicting cached pages could let a waiting request in while the
+        running set stays as it is (a pure-decode stretch, whose allocations only
+        shrink the memory available): then a stretch stops before its first
+        eviction and a step that evicted is followed by one composed afresh.
+
+        False with nothing waiting; with every sequence slot taken; and, with
+        full-prompt admission and no lower tiers, when the head of the queue does
+        not fit even if every evictable page of its cached run were gone. (Its
+        admission needs ``prompt pages - reused pages`` free plus the evictable
+        pages of the entries it pins; an evicted page that the hit reuses adds
+        one to the first term and takes one from the second, an evicted page it
+        pins without reusing only takes one from the second: the sum never falls
+        below the prompt's pages minus the pages of its run's entries pinned by
+        other sequences, which is the bound checked.) Evicting through such a
+        stretch gives the frames of the step-by-step loop; on the first 2,000
+        conversation requests at 204,800 tokens, one replica,
+        ``EngineConfig.vllm()`` and ``LinearCostModel()``, a run starts 5,595
+        steps instead of 32,185.
+        """
+        waiting = self.waiting
+        if not waiting:
+            return False
+        if len(self.running) >= self.max_seqs:
+            return False
+        kv = self.kv
+        if not self.full_prompt or kv.tiers is not None:
+            return True
+        seq = waiting[0]
+        pt = self.pt
+        cache = kv.cache
+        own = own_key(seq.rid) if kv.cache_generated and seq.epoch else -1
+        _, m = cache.match(seq.ids, (seq.tokens - 1) // pt, own)
+        held = seq.ids if m <= len(seq.ids) else [*seq.ids, own]
+        ref = cache.ref
+        pinned = 0  # pages of the run's entries pinned by running sequences
+        for j in range(m):
+            h = held[j]
+            if ref[h]:
+                pinned += cache.entry_pages(h)
+        return (seq.tokens + pt - 1) // pt - pinned <= kv.available
+
     def stall(self, preempted: bool) -> bool:
         """A step has nothing to run (no loads pending): True when the scheduler
         should compose again (memory was freed), False when it waits for
@@ -437,6 +479,9 @@ class PrefillScheduler(BatchScheduler):
 
     def stall(self, preempted: bool) -> bool:
         return preempted
+
+    def evictions_matter(self) -> bool:
+        return bool(self.waiting)  # (the held KV and its releases: not bounded here)
 
     def release(self, seq: Seq) -> None:
         """Free a handed-off sequence's KV (its decode instance has it now)."""
@@ -499,6 +544,9 @@ class DecodeScheduler(BatchScheduler):
 
     def may_admit(self, seq: Seq) -> bool:
         return seq.state != READY
+
+    def evictions_matter(self) -> bool:
+        return bool(self.waiting)  # (delivered sequences join ahead: not bounded here)
 
     def stall(self, preempted: bool) -> bool:
         return preempted

@@ -109,7 +109,8 @@ class DecodeStretch:
         cum = self._new_blocks(K, D, fins)
         kv = self.kv
         free = kv.free
-        limit = free if waiting else free + kv.cache.evictable
+        # (no eviction while requests wait, unless none could let one in)
+        limit = free if waiting and self.sched.evictions_matter() else free + kv.cache.evictable
         if cum[-1] > limit:  # (blocks freed by finishes ignored: a shorter stretch)
             K = bisect_right(cum, limit) + 1
             if K == 1:
