@@ -83,6 +83,27 @@ def test_a_decode_run_is_checked_at_its_first_bad_step(fast):
     assert calls == [(16, 16 * 17 // 2, 0, 0)] + [(0, 0, 1, c) for c in range(17, 42)]
 
 
+@pytest.mark.parametrize("fast", [True, False])
+def test_one_negative_decode_step_inside_a_positive_stretch_is_an_error(fast):
+    # One request of 16 tokens and 200 outputs: a prefill step, then 199 decode steps
+    # of one sequence with contexts 17, 18, ..., 215. Every step takes 1 ms except the
+    # one at context 41, which takes -1 ms. The jumping loop prices all 199 in one
+    # kernel run, whose total is 198 * 1 - 1 = 197 ms >= 0: the total alone looks
+    # fine, so only the check of each step time finds the step that ends 1 ms before
+    # the one before it (context 41, the 25th decode step); nothing is priced after it.
+    wl = Workload.from_requests([0.0], [16], [200], block_size=16)
+    calls = []
+
+    class OneNegative(Scalar):
+        def step_time_ms(self, pt, pa, b, s):
+            calls.append((pt, pa, b, s))
+            return -1.0 if pt == 0 and s == 41 else 1.0
+
+    with pytest.raises(ValueError, match=r"of -1.0 ms .*decode_seqs=1, decode_context=41\)"):
+        run(wl, cost_model=OneNegative(-1.0, "decode"), fast=fast)
+    assert calls == [(16, 16 * 17 // 2, 0, 0)] + [(0, 0, 1, c) for c in range(17, 42)]
+
+
 def test_finite_step_times_that_overflow_never_give_frames():
     # each step is finite (1e308 ms) but their sum is not: an error naming the
     # cost model instead of rows "finished" at inf (and no endless timeline)
