@@ -47,6 +47,7 @@ class Mutant:
 
 SIM = ("tests/test_sim_hand.py", "tests/test_reliability_expectations.py", "tests/test_sim_properties.py")
 MECH = "tests/test_sim_mechanisms_hand.py"  # the hand-derived cases of issue 26
+SYN = ("tests/test_synthesize.py::test_fit_by_hand", "tests/test_synthesize.py::test_session_links_at_their_boundaries")
 MUTANTS = [
     # ------------------------------------------------ summary, loaders, reuse, engine
     Mutant("p90 at the 95th percentile", "inferasim/sim/summary.py",
@@ -163,10 +164,10 @@ MUTANTS = [
            ("tests/test_sim_router.py",)),
     Mutant("conductor leaves out the handoff estimate", "inferasim/sim/routing.py",
            "t = v.ttft_estimate_ms + v.handoff_estimate_ms", "t = v.ttft_estimate_ms",
-           ("tests/test_sim_disagg.py",)),
+           ("tests/test_sim_disagg.py::test_conductor_adds_the_handoff_estimate_to_the_ttft",)),
     Mutant("longest_match forgets its request counts", "inferasim/sim/routing.py",
            "self._count[best] += 1", "self._count[best] += 0",
-           ("tests/test_sim_router.py",)),
+           ("tests/test_sim_router.py::test_longest_match_ties_go_to_the_replica_sent_the_fewest_requests",)),
     # -------------------------------------------------------------- admission
     Mutant("TTFT exactly at the objective rejected", "inferasim/sim/admission.py",
            "if ttft > self.ttft_ms:", "if ttft >= self.ttft_ms:",
@@ -211,22 +212,22 @@ MUTANTS = [
            ("tests/test_plan.py::test_pareto_hand_case",)),
     Mutant("plan counts rejections as meeting the SLO", "inferasim/plan.py",
            "ok = rejected == 0 and len(fin) > 0", "ok = len(fin) > 0",
-           ("tests/test_plan.py",)),
+           ("tests/test_plan.py::test_max_rate_counts_a_rejection_as_missing_the_objective",)),
     Mutant("plan SLO boundary strict", "inferasim/plan.py",
            "ok = ok and ttft_q <= slo_ttft_ms", "ok = ok and ttft_q < slo_ttft_ms",
-           ("tests/test_plan.py",)),
+           ("tests/test_plan.py::test_max_rate_counts_a_ttft_exactly_at_the_objective_as_met",)),
     # ------------------------------------------------------------- synthesize
     Mutant("synthesize: a next turn must exceed the answer", "inferasim/workload/synthesize.py",
            "if full[i] == depth and inl[j] >= need[i]:", "if full[i] == depth and inl[j] > need[i]:",
-           ("tests/test_synthesize.py::test_fit_by_hand",)),
+           SYN),
     Mutant("synthesize: min_shared_blocks off by one", "inferasim/workload/synthesize.py",
            "for depth in range(stop - start - 1, min_shared_blocks - 1, -1):",
            "for depth in range(stop - start - 1, min_shared_blocks, -1):",
-           ("tests/test_synthesize.py::test_fit_by_hand",)),
+           SYN),
     Mutant("synthesize: partial last block anchors a turn", "inferasim/workload/synthesize.py",
            "full = (nblocks - ((nblocks > 0) & (last_tokens < block_size))).tolist()",
            "full = nblocks.tolist()",
-           ("tests/test_synthesize.py::test_fit_by_hand",)),
+           SYN),
 ]
 
 
