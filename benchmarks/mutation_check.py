@@ -47,6 +47,7 @@ class Mutant:
 
 SIM = ("tests/test_sim_hand.py", "tests/test_reliability_expectations.py", "tests/test_sim_properties.py")
 MECH = "tests/test_sim_mechanisms_hand.py"  # the hand-derived cases of issue 26
+SYN = ("tests/test_synthesize.py::test_fit_by_hand", "tests/test_synthesize.py::test_session_links_at_their_boundaries")
 MUTANTS = [
     # ------------------------------------------------ summary, loaders, reuse, engine
     Mutant("p90 at the 95th percentile", "inferasim/sim/summary.py",
@@ -73,8 +74,8 @@ MUTANTS = [
            "first = f + 1 + ((seq.d_join - seq.c_join - D - f) % bs)",
            ("tests/test_sim_properties.py",)),
     Mutant("prefix reuse may cover the whole prompt", "inferasim/sim/scheduler.py",
-           "limit = (seq.tokens - 1) // bs\n            if limit > len(seq.ids):",
-           "limit = seq.tokens // bs\n            if limit > len(seq.ids):",
+           "limit = (seq.tokens - 1) // bs\n            if limit > len(ids):",
+           "limit = seq.tokens // bs\n            if limit > len(ids):",
            SIM),
     Mutant("rejection at capacity instead of above", "inferasim/sim/arrivals.py",
            "np.flatnonzero((need > capacity) | (P <= 0))", "np.flatnonzero((need >= capacity) | (P <= 0))",
@@ -163,10 +164,10 @@ MUTANTS = [
            ("tests/test_sim_router.py",)),
     Mutant("conductor leaves out the handoff estimate", "inferasim/sim/routing.py",
            "t = v.ttft_estimate_ms + v.handoff_estimate_ms", "t = v.ttft_estimate_ms",
-           ("tests/test_sim_disagg.py",)),
+           ("tests/test_sim_disagg.py::test_conductor_adds_the_handoff_estimate_to_the_ttft",)),
     Mutant("longest_match forgets its request counts", "inferasim/sim/routing.py",
            "self._count[best] += 1", "self._count[best] += 0",
-           ("tests/test_sim_router.py",)),
+           ("tests/test_sim_router.py::test_longest_match_ties_go_to_the_replica_sent_the_fewest_requests",)),
     # -------------------------------------------------------------- admission
     Mutant("TTFT exactly at the objective rejected", "inferasim/sim/admission.py",
            "if ttft > self.ttft_ms:", "if ttft >= self.ttft_ms:",
@@ -211,22 +212,22 @@ MUTANTS = [
            ("tests/test_plan.py::test_pareto_hand_case",)),
     Mutant("plan counts rejections as meeting the SLO", "inferasim/plan.py",
            "ok = rejected == 0 and len(fin) > 0", "ok = len(fin) > 0",
-           ("tests/test_plan.py",)),
+           ("tests/test_plan.py::test_max_rate_counts_a_rejection_as_missing_the_objective",)),
     Mutant("plan SLO boundary strict", "inferasim/plan.py",
            "ok = ok and ttft_q <= slo_ttft_ms", "ok = ok and ttft_q < slo_ttft_ms",
-           ("tests/test_plan.py",)),
+           ("tests/test_plan.py::test_max_rate_counts_a_ttft_exactly_at_the_objective_as_met",)),
     # ------------------------------------------------------------- synthesize
     Mutant("synthesize: a next turn must exceed the answer", "inferasim/workload/synthesize.py",
            "if full[i] == depth and inl[j] >= need[i]:", "if full[i] == depth and inl[j] > need[i]:",
-           ("tests/test_synthesize.py::test_fit_by_hand",)),
+           SYN),
     Mutant("synthesize: min_shared_blocks off by one", "inferasim/workload/synthesize.py",
            "for depth in range(stop - start - 1, min_shared_blocks - 1, -1):",
            "for depth in range(stop - start - 1, min_shared_blocks, -1):",
-           ("tests/test_synthesize.py::test_fit_by_hand",)),
+           SYN),
     Mutant("synthesize: partial last block anchors a turn", "inferasim/workload/synthesize.py",
            "full = (nblocks - ((nblocks > 0) & (last_tokens < block_size))).tolist()",
            "full = nblocks.tolist()",
-           ("tests/test_synthesize.py::test_fit_by_hand",)),
+           SYN),
 ]
 
 
@@ -242,15 +243,24 @@ def _python(code: str) -> list[str]:
     return [sys.executable, "-c", _BOOT + code]
 
 
-def run_tests(root: Path, tests: tuple[str, ...]) -> tuple[bool, float]:
+def first_failure(output: str) -> str:
+    """The node id of the first test pytest's short summary names as failed ("" if none)."""
+    for line in output.splitlines():
+        if line.startswith(("FAILED ", "ERROR ")):
+            return line.split(" ", 1)[1].split(" - ", 1)[0]
+    return ""
+
+
+def run_tests(root: Path, tests: tuple[str, ...]) -> tuple[bool, float, str]:
+    """Run ``tests`` in ``root`` under ``CI=true``: (passed, seconds, first failing test)."""
     env = dict(os.environ, PYTHONPATH=str(root), PYTHONDONTWRITEBYTECODE="1", CI="true")
-    args = ["-x", "-q", "-p", "no:cacheprovider", *tests]
+    args = ["-x", "-q", "-rfE", "-p", "no:cacheprovider", *tests]
     t = time.perf_counter()
     proc = subprocess.run(
         _python(f"import pytest; sys.exit(pytest.main({args!r}))"),
         cwd=root, env=env, capture_output=True, text=True,
     )
-    return proc.returncode == 0, time.perf_counter() - t
+    return proc.returncode == 0, time.perf_counter() - t, first_failure(proc.stdout)
 
 
 def copy_repo(dest: Path) -> None:
@@ -259,6 +269,11 @@ def copy_repo(dest: Path) -> None:
         skip = shutil.ignore_patterns("__pycache__", "*.so", "*.pyd", "*.c", "build")
         shutil.copytree(REPO / part, dest / part, ignore=skip)
     shutil.copy(REPO / "pyproject.toml", dest / "pyproject.toml")
+    # The tests look for traces beside and above the checkout (tests/conftest.py
+    # trace_dirs): the copy sees the same folders through links.
+    for link, real in ((dest / "traces", REPO / "traces"), (dest.parent / "shared", REPO.parent / "shared")):
+        if real.is_dir():
+            link.symlink_to(real, target_is_directory=True)
 
 
 def main(words: list[str]) -> int:
@@ -274,8 +289,8 @@ def main(words: list[str]) -> int:
             print(f"the copy is not the imported package: {probe.stdout} {probe.stderr}")
             return 2
         used = tuple(sorted({t for m in mutants for t in m.tests}))
-        ok, secs = run_tests(root, used)
-        print(f"baseline ({len(used)} test selections): {'pass' if ok else 'FAIL'} in {secs:.0f} s")
+        ok, secs, failed = run_tests(root, used)
+        print(f"baseline ({len(used)} test selections): {'pass' if ok else 'FAIL ' + failed} in {secs:.0f} s")
         if not ok:
             return 2
         rows = []
@@ -283,20 +298,20 @@ def main(words: list[str]) -> int:
             target = root / m.path
             original = target.read_text()
             if original.count(m.old) != 1:
-                rows.append((m.name, "stale", 0.0))
+                rows.append((m.name, "stale", 0.0, ""))
                 print(f"  stale             {m.name}", flush=True)
                 continue
             target.write_text(original.replace(m.old, m.new))
             try:
-                passed, secs = run_tests(root, m.tests)
+                passed, secs, failed = run_tests(root, m.tests)
             finally:
                 target.write_text(original)
-            rows.append((m.name, "survived" if passed else "killed", secs))
-            print(f"  {rows[-1][1]:<8} {secs:6.1f} s  {m.name}", flush=True)
+            rows.append((m.name, "survived" if passed else "killed", secs, failed))
+            print(f"  {rows[-1][1]:<8} {secs:6.1f} s  {m.name}  {failed}", flush=True)
     width = max(len(r[0]) for r in rows)
-    print(f"{'mutant':<{width}}  verdict   seconds")
-    for name, verdict, secs in rows:
-        print(f"{name:<{width}}  {verdict:<8}  {secs:7.1f}")
+    print(f"{'mutant':<{width}}  verdict   seconds  killed by")
+    for name, verdict, secs, failed in rows:
+        print(f"{name:<{width}}  {verdict:<8}  {secs:7.1f}  {failed}")
     live = [r for r in rows if r[1] != "stale"]
     killed = sum(r[1] == "killed" for r in live)
     print(f"kill rate: {killed}/{len(live)} = {killed / max(len(live), 1):.0%}"

@@ -319,3 +319,24 @@ def test_min_replicas_names_a_rate_the_workload_cannot_take():
     with pytest.raises(ValueError, match=r"^rate=1e-12 is below load .* 2\*\*43 ms"):
         plan.min_replicas(dd1_workload(), dd1_simulator(), rate=1e-12, slo_ttft_ms=50.0,
                           run=QUIET)
+
+
+def test_max_rate_counts_a_ttft_exactly_at_the_objective_as_met():
+    # At load x <= 1 no request waits: every TTFT is S = 5 + 0.05 * 100 = 10 ms exactly
+    # (0.05 * 100 rounds to 5.0), so p99 = 10 = slo meets the objective (<=); above
+    # x = 1, p99 = S + 48.51 * (S - G0/x) > 10. The largest load found is in
+    # [1 / (1 + rtol), 1]; a strict comparison would find none (load 0).
+    cap = plan.max_rate(dd1_workload(), dd1_simulator(), slo_ttft_ms=S, rtol=0.01, run=QUIET)
+    assert 1 / 1.01 <= cap.load <= 1.0
+
+
+def test_max_rate_counts_a_rejection_as_missing_the_objective():
+    # The D/D/1 queue plus one prompt of 5000 tokens, more than the replica's 4096
+    # tokens of KV: it is rejected at every load, so no load meets even a 1e6 ms
+    # objective (the finished requests alone would meet it up to high loads).
+    base = dd1_workload()
+    wl = ism.Workload.from_requests(
+        [*base.arrival_ms.tolist(), G0 * N], [100] * N + [5000], [1] * (N + 1)
+    )
+    cap = plan.max_rate(wl, dd1_simulator(), slo_ttft_ms=1e6, run=QUIET)
+    assert cap.load == 0.0

@@ -64,22 +64,28 @@ def test_a_bad_step_time_names_the_cost_model_and_inputs(bad, when, fast):
 
 
 @pytest.mark.parametrize("fast", [True, False])
-def test_a_decode_run_is_checked_at_its_first_bad_step(fast):
+@pytest.mark.parametrize(("bad", "only_41"), [(math.nan, False), (-1.0, True)])
+def test_a_decode_run_is_checked_at_its_first_bad_step(fast, bad, only_41):
     # One request of 16 tokens and 200 outputs: one prefill step, then decode steps of
     # one sequence with 17, 18, ... tokens of context. The jumping loop prices the
     # whole 199-step stretch in one run of the kernel (a user cost model: one
     # step_time_ms call a step), the plain loop one step at a time; both stop at the
     # first bad step time (context 41, the 25th decode step), nothing priced after it.
+    # Steps take 1 ms; bad ones NaN from context 41 on, or -1 ms at context 41 alone:
+    # then the stretch's 199 steps (contexts 17..215) total 198 * 1 - 1 = 197 ms >= 0,
+    # so only the check of each step time finds the step ending before the one before.
     wl = Workload.from_requests([0.0], [16], [200], block_size=16)
     calls = []
 
     class Spy(Scalar):
         def step_time_ms(self, pt, pa, b, s):
             calls.append((pt, pa, b, s))
+            if only_41 and (pt, s) != (0, 41):
+                return 1.0
             return super().step_time_ms(pt, pa, b, s)
 
-    with pytest.raises(ValueError, match=r"decode_seqs=1, decode_context=41\)"):
-        run(wl, cost_model=Spy(math.nan, "decode"), fast=fast)
+    with pytest.raises(ValueError, match=rf"of {bad!r} ms .*decode_seqs=1, decode_context=41\)"):
+        run(wl, cost_model=Spy(bad, "decode"), fast=fast)
     assert calls == [(16, 16 * 17 // 2, 0, 0)] + [(0, 0, 1, c) for c in range(17, 42)]
 
 

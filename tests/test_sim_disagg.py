@@ -270,3 +270,18 @@ def test_layerwise_handoff_of_a_preempted_prefill_is_called_off():
     pd.testing.assert_frame_equal(fast.requests, plain.requests, check_exact=True)
     pd.testing.assert_frame_equal(fast.replicas, plain.replicas, check_exact=True)
     pd.testing.assert_frame_equal(fast.timeline, plain.timeline, check_exact=True)
+
+
+@pytest.mark.parametrize("fast", [True, False])
+def test_conductor_adds_the_handoff_estimate_to_the_ttft(fast):
+    # Two prefill instances, one decode, a 1 GB/s handoff (1e6 bytes/ms), no hash ids.
+    # r0 (t=0, P=32) goes to prefill 0 (all equal: the lowest index); its prefill step
+    # is 5 + 0.05 * 32 = 6.6 ms, then its 32 MB take 32 ms on prefill 0's link
+    # (6.6 -> 38.6). r1 (t=10, P=32) finds both prefill instances idle: TTFT estimate
+    # 6.6 on each. Its handoff from prefill 0 would share the link with r0's 28.6 MB
+    # left (both at half rate: 57.2 ms, then 3.4 MB alone: 60.6 ms), from prefill 1 it
+    # takes 32 ms: 6.6 + 32 < 6.6 + 60.6, so r1 goes to prefill 1.
+    wl = Workload.from_requests([0.0, 10.0], [32, 32], [2, 2], block_size=BS)
+    res = run(wl, replicas=split(2, 1, handoff_gbps=1.0), routing="conductor", fast=fast)
+    assert res.requests["prefill_replica"].tolist() == [0, 1]
+    assert res.requests["transfer_ms"].tolist() == pytest.approx([32.0, 32.0])

@@ -268,3 +268,14 @@ def test_kv_cost_ties_a_cold_replica_with_warm_ones(loads, want):
     choice, seen = _cost_tie_run(loads)
     assert seen == [(1, 0, loads[0]), (2, 1, loads[1]), (2, 1, loads[2])]
     assert choice == want
+
+
+def test_longest_match_ties_go_to_the_replica_sent_the_fewest_requests():
+    # Three replicas. r0 [1, 2], r1 [3, 4], r2 [5, 6] match nothing anywhere (run 0
+    # everywhere): ties go to the fewest requests sent, then the lowest index, so
+    # replica 0 (counts 0, 0, 0), 1 (1, 0, 0), 2 (1, 1, 0). r3 [3, 7] matches one
+    # block on replica 1 (sent r1's ids) and none elsewhere: replica 1.
+    wl = Workload.from_requests(
+        [0, 1000, 2000, 3000], [32] * 4, [2] * 4, [[1, 2], [3, 4], [5, 6], [3, 7]], block_size=BS
+    )
+    assert run(wl, replicas=3, routing="longest_match").requests["replica"].tolist() == [0, 1, 2, 1]

@@ -164,3 +164,25 @@ def test_scale_four_lower_reuse_same_ceiling(real):
     c1, c4 = curve(one), curve(four)
     assert (c4 <= c1 + 1e-3).all()
     assert c1[3] - c4[3] > 0.1
+
+
+@pytest.mark.parametrize(
+    ("prompt", "ids", "min_shared", "linked"),
+    [
+        # r0: 4 tokens [1, 2] + 2 output tokens = 6; r1: 6 tokens [1, 2, 3]. r1 holds r0's
+        # prompt and answer exactly (6 >= 6): a second turn of r0's session.
+        ([4, 6], [[1, 2], [1, 2, 3]], 1, True),
+        # r0: one full block [7] (2 tokens + 2 = 4); r1 [7, 8] (4 tokens) extends it by its
+        # only full block: depth 1 = min_shared_blocks is long enough to link.
+        ([2, 4], [[7], [7, 8]], 1, True),
+        # r0: 3 tokens [5, 6], its last block partial (1 of 2 tokens): 1 full block, so it
+        # anchors at [5] only. With min_shared_blocks=2, r1 [5, 6, 9] (6 tokens >= 3 + 2)
+        # looks at depth 2 ([5, 6]) alone, where no turn ends: a new session.
+        ([3, 6], [[5, 6], [5, 6, 9]], 2, False),
+    ],
+)
+def test_session_links_at_their_boundaries(prompt, ids, min_shared, linked):
+    wl = Workload.from_requests([0, 10], prompt, [2, 2], ids, block_size=2)
+    m = fit_trace(wl, min_shared_blocks=min_shared)
+    assert m.session.tolist() == ([0, 0] if linked else [0, 1])
+    assert m.turn.tolist() == ([1, 2] if linked else [1, 1])
