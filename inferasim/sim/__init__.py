@@ -31,7 +31,8 @@ What is modelled
     default False, a block is cached when its step ends (as SGLang inserts a
     finished prefill chunk into its radix tree).
   * ``cache_generated``: vLLM True (``KVCacheManager.free`` keeps every
-    hashed full block as cache); default False, freed at once.
+    hashed full block as cache, a preempted prefill's leading pages of the
+    hash block it was computing included); default False, freed at once.
 
   With pages, memory, eviction and preemption count pages; prefix matching
   stays at the workload's hash blocks (a leading run of whole blocks, plus
