@@ -97,16 +97,12 @@ def load_workload(n: int, unique: bool = False) -> ism.Workload:
 
 
 def engine_config(name: str) -> ism.EngineConfig:
-    """The inferasim engine configuration ``--engine`` selects."""
-    if name == "default":
-        return ism.EngineConfig()
-    preset = getattr(ism.EngineConfig, "vllm", None)
-    if preset is None:
-        raise SystemExit(
-            "--engine vllm: this inferasim has no EngineConfig.vllm() preset "
-            "(it arrives with issue 21's vLLM v1 semantics); use --engine default"
-        )
-    return preset()
+    """The inferasim engine configuration ``--engine`` selects: ``default``
+    (``EngineConfig()``, vLLM v1's rules), ``vllm`` (``EngineConfig.vllm()``, the
+    same rules with exactly 16-token pages) or ``whole_blocks``."""
+    if name == "whole_blocks":
+        return ism.EngineConfig.whole_blocks()
+    return ism.EngineConfig.vllm() if name == "vllm" else ism.EngineConfig()
 
 
 def prompt_tokens(wl: ism.Workload) -> list[list[int]]:
@@ -342,7 +338,7 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--requests", type=int, nargs="+", default=[500, 2000])
     ap.add_argument("--kv-tokens", type=int, nargs="+", default=[25_600_000, 204_800, 133_120])
-    ap.add_argument("--engine", choices=["default", "vllm"], default="default")
+    ap.add_argument("--engine", choices=["default", "vllm", "whole_blocks"], default="default")
     ap.add_argument("--unique-prefixes", action="store_true",
                     help="self-check: give every request its own hash ids (nothing shared)")
     ap.add_argument("--dump", type=Path, help="write per-request records of both sides here (CSV)")

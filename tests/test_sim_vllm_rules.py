@@ -126,6 +126,35 @@ def test_a_page_evicted_from_a_block_leaves_its_leading_pages_hittable():
     assert d.ttft_ms == pytest.approx(5.8)
 
 
+def test_a_prefill_preempted_inside_a_block_hits_its_leading_pages_on_resume():
+    # vLLM caches every full page a chunk schedules, so a prefill preempted in
+    # the middle of a hash block keeps that block's computed leading pages cached.
+    # 4-token pages, capacity 11 pages (44 tokens), 16 tokens a step, 2 sequences.
+    # A (t=0): 4-token prompt (no hash block), 3 output tokens; B (t=0): 40 tokens
+    # (blocks 1, 2 and an 8-token tail), 1 output token.
+    # Step 1 (t=0): A's 4 tokens (1 page) and B's first 12 (3 pages): 5 + 0.05 *
+    #   16 = 5.8 ms; A samples its 1st token and decodes from now on.
+    # Step 2 (t=5.8): A's decode takes its 2nd page; B gets 16 - 1 = 15 tokens (12
+    #   -> 27, pages 3 -> 7; block 1 complete): 5 + 0.75 + 0.1 = 5.85 ms. 9 pages held.
+    # Step 3 (t=11.65): B's last 13 tokens need 3 more pages, 2 are left: B (the
+    #   last admitted) is preempted with 27 computed tokens = 6 full pages: block 1
+    #   (4 pages) and 2 leading pages of block 2. A decodes alone: 5.1 ms; its 3rd
+    #   token ends it at 16.75.
+    # Step 4 (t=16.75): B resumes. Kept pages: it reuses block 1 and 2 pages of
+    #   block 2 (24 tokens; limit (40 - 1) // 4 = 9 pages) and computes its last 16
+    #   tokens in one step: 5.8 ms, first token at 22.55. Without them (the rule off)
+    #   it reuses block 1 only (16 tokens): 16 tokens (5.8 ms) and then 8 (5 + 0.4 =
+    #   5.4 ms), first token at 16.75 + 5.8 + 5.4 = 27.95.
+    wl = Workload.from_requests([0.0, 0.0], [4, 40], [3, 1], [[], [1, 2]], block_size=BS)
+    for kept, first, computed in ((False, 27.95, 12 + 15 + 24), (True, 22.55, 12 + 15 + 16)):
+        b = run(wl, 44, max_num_seqs=2, max_batched_tokens=16, page_tokens=4,
+                cache_generated=kept).requests.iloc[1]
+        assert b.preemptions == 1
+        assert b.cached_tokens == 0  # (its first admission hit nothing)
+        assert b.first_token_ms == pytest.approx(first)
+        assert b.computed_prefill_tokens == computed
+
+
 def test_page_size_must_divide_the_hash_block():
     wl = Workload.from_requests([0.0], [32], [1], [[1, 2]], block_size=BS)
     with pytest.raises(ValueError, match=r"engine.page_tokens \(5\) must divide"):

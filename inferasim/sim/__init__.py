@@ -33,7 +33,8 @@ What is modelled
     ones look up); False: a block is cached when its step ends (as SGLang
     inserts a finished prefill chunk into its radix tree).
   * ``cache_generated``: default True, as vLLM (``KVCacheManager.free`` keeps
-    every hashed full block as cache); False: freed at once.
+    every hashed full block as cache, a preempted prefill's leading pages of
+    the hash block it was computing included); False: freed at once.
 
   With pages, memory, eviction and preemption count pages; prefix matching
   stays at the workload's hash blocks (a leading run of whole blocks, plus

@@ -459,19 +459,23 @@ class BlockCache:
         self.pages += add
         return add
 
-    def register_own(self, key: int, pages: int) -> None:
-        """Cache ``pages`` own pages under ``key`` (:func:`own_key`), pinned.
+    def register_own(self, key: int, pages: int, pos: int = 0) -> None:
+        """Cache ``pages`` pages under ``key``, pinned: a request's own pages
+        (:func:`own_key`), or the leading pages of hash block ``key`` at prompt
+        position ``pos`` that a released sequence computed (a partial entry).
 
         Examples
         --------
         >>> c = BlockCache(pages_per_block=4); c.register_own(own_key(0), 3); c.pages
         3
+        >>> c.register_own(9, 2, pos=0); c.match([9], 4), c.pinned
+        ((2, 1), 5)
         """
         self.ref[key] = 1
         self.short[key] = pages
         self.pinned += pages
         self.pages += pages
-        self._policy.inserted(key, 0)
+        self._policy.inserted(key, pos)
 
     def register_run(self, ids: Sequence[Any], out: list[Any], start: int = 0) -> int:
         """:meth:`register` every id of ``ids``; append the cached ones to ``out``.

@@ -211,7 +211,10 @@ class EngineConfig:
         Keep a released sequence's full pages past its hashed prompt blocks
         (prompt tail, generated tokens) as evictable cache, freed tail first
         (vLLM's ``KVCacheManager.free``); a preempted request hits them on
-        resume. False frees them at once.
+        resume. A prefill preempted inside a hash block keeps that block's
+        computed leading pages as a partial entry (vLLM caches every full
+        page when its chunk is scheduled: ``KVCacheManager.allocate_slots``
+        -> ``cache_blocks``). False frees them at once.
 
     The defaults are vLLM v1's rules (0.33, ``vllm/v1/core/sched/scheduler.py``
     and ``vllm/v1/core/kv_cache_manager.py``); :meth:`whole_blocks` selects the

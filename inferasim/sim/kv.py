@@ -131,13 +131,18 @@ class KVManager:
 
     def _cache_own(self, seq: Seq, computed: int) -> None:
         """Keep the full pages of ``seq`` past its hashed blocks cached (own entry),
-        when its hashed blocks are a complete leading run."""
+        when its hashed blocks are a complete leading run; a sequence released
+        inside its prompt's hash blocks keeps the leading pages of the block it
+        was computing instead (:meth:`_cache_partial`)."""
         cache = self.cache
         n = len(seq.ids)
         ppb = self.ppb
         full = computed // self.pt
         base = n * ppb
-        if full <= base or len(seq.hashed) < n or seq.cpages < base or seq.lower:
+        if full < base:
+            self._cache_partial(seq, full)
+            return
+        if full == base or len(seq.hashed) < n or seq.cpages < base or seq.lower:
             return
         key = own_key(seq.rid)
         if len(seq.hashed) > n:  # (it holds its own entry from a resume: grow it)
@@ -148,6 +153,38 @@ class KVManager:
             cache.register_own(key, full - base)
             seq.hashed.append(key)
             add = full - base
+        seq.cpages += add
+        self.private -= add
+
+    def _cache_partial(self, seq: Seq, full: int) -> None:
+        """A sequence released (preempted) with ``full`` full pages, inside its
+        prompt's hash blocks: keep the leading pages of the hash block it was
+        computing cached, as a partial entry, when the blocks before it are
+        its complete leading run.
+
+        vLLM hashes and caches every full page when its chunk is scheduled
+        (``vllm/v1/core/kv_cache_manager.py``, ``KVCacheManager.allocate_slots``
+        -> ``cache_blocks``), so a preempted prefill's pages up to its last
+        full one stay cached (``KVCacheManager.free``) and the request hits
+        them on resume; hash blocks are cached here only when complete, so
+        those leading pages would otherwise be lost. Not with lower tiers
+        (they store whole blocks only)."""
+        ppb = self.ppb
+        j = full // ppb
+        k = full - j * ppb
+        if not k or self.tiers is not None or seq.lower:
+            return
+        cache = self.cache
+        h = seq.ids[j]
+        hashed = seq.hashed
+        if len(hashed) == j + 1 and hashed[j] == h and seq.cpages > j * ppb:
+            add = cache.top_up(h, k)  # (the partial entry it hit on resume: grown)
+        elif len(hashed) == j and seq.cpages == j * ppb and h not in cache.ref:
+            cache.register_own(h, k, j)
+            hashed.append(h)
+            add = k
+        else:
+            return
         seq.cpages += add
         self.private -= add
 
