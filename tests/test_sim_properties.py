@@ -32,7 +32,7 @@ from hypothesis import strategies as st
 
 from inferasim import Workload
 from inferasim.reuse import infinite_hit_ratio
-from inferasim.sim import LinearCostModel, Simulator
+from inferasim.sim import EngineConfig, LinearCostModel, Simulator
 
 SETTINGS = hypothesis_settings(60, slow=True)
 
@@ -145,9 +145,12 @@ def test_unbounded_single_replica_matches_infinite_cache(wl):
     assert int(res.requests["cached_tokens"].sum()) == expected_hit_tokens(wl)
 
 
-def test_unbounded_single_replica_matches_infinite_cache_on_the_trace(conversation_path):
+@pytest.mark.parametrize("page_tokens", [None, "block"])  # vLLM's 16-token pages; one per hash block
+def test_unbounded_single_replica_matches_infinite_cache_on_the_trace(conversation_path, page_tokens):
     wl = _spaced(Workload.from_mooncake(conversation_path))
-    res = Simulator(kv_tokens=10**9 * wl.block_size, cost_model=LinearCostModel()).run(wl, progress=False)
+    res = Simulator(kv_tokens=10**9 * wl.block_size, cost_model=LinearCostModel(),
+                    engine=EngineConfig(page_tokens=page_tokens)).run(wl, progress=False)
+    assert res.config["page_tokens"] == (16 if page_tokens is None else 512)
     expected = expected_hit_tokens(wl)
     ceiling = infinite_hit_ratio(wl, full_blocks_only=True)
     assert int(res.requests["cached_tokens"].sum()) == expected
