@@ -8,7 +8,8 @@ numbers of :func:`bench_simulator.tiers` (DRAM 50 GB/s, pool 25 GB/s).
   3M-token DRAM (evict) in front of the pool; DRAM alone. Next to them the
   timing-free numbers: one LRU of 30M tokens (the pooled replay), and
   :func:`inferasim.reuse.replay_tiers` on the simulation's own placement
-  and HBM.
+  and HBM; and the pool behind a fleet-wide budget of 50 GB/s
+  (``pool_gbps``, a fifth of the ten replicas' NICs together).
 * 8 replicas ``kv_cost``: a vLLM-offload-like G2 (3M tokens per replica,
   written through) plus a write-through cluster pool (AISimulate: 35.8%).
 
@@ -53,6 +54,9 @@ def main() -> None:
         ("10 least_loaded, DRAM 3M + pool 30M (1e6 GB/s)", 10, "least_loaded",
          [Tier("dram", 3_000_000, **fast), Tier("pool", 30_000_000, shared=True, **fast)]),
         ("10 least_loaded, DRAM 3M alone", 10, "least_loaded", [dram]),
+        ("10 least_loaded, pool 30M, 50 GB/s for the fleet (pool_gbps)", 10, "least_loaded",
+         [Tier("pool", 30_000_000, read_gbps=25.0, write_gbps=25.0, latency_us=10.0,
+               shared=True, pool_gbps=50.0)]),
         ("8 kv_cost, G2 3M through + pool 30M", 8, "kv_cost", [g2, pool]),
         ("8 kv_cost, pool 30M (through)", 8, "kv_cost", [pool]),
     ]
