@@ -55,9 +55,10 @@ def digest(res) -> str:
     """sha1 of the request, replica and timeline frames (values and column names)."""
     h = hashlib.sha1()
     for frame in (res.requests, res.replicas, res.timeline):
-        if frame.index.name == "request_id":
+        if frame.index.name in ("request_id", "replica"):
             # request_id was a column next to an unnamed RangeIndex before issue
-            # 24, the index's name since: put it back as that column (the same digest)
+            # 24, the index's name since (so is replica in the replica frame): put it
+            # back as that column (the same digest)
             frame = frame.reset_index()
         if "reason" in frame.columns:
             frame = frame.assign(

@@ -210,9 +210,9 @@ def run(args: argparse.Namespace) -> int:
     summary = res.summary(args.slo_ttft_ms, args.slo_tpot_ms)
     summary.title = title
     print(repr(summary))  # (the metrics that apply to this run)
-    reps = res.replicas[["replica", "requests", "token_hit_ratio", "busy_fraction", "evictions"]]
+    reps = res.replicas[["requests", "token_hit_ratio", "busy_fraction", "evictions"]]
     print("\nper replica:")
-    print(reps.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+    print(reps.to_string(float_format=lambda v: f"{v:.3f}"))
     if args.out is not None:
         path = Path(args.out)
         if path.suffix.lower() == ".csv":

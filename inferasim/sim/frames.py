@@ -195,7 +195,7 @@ def replica_frame(
             reps[f"{t.name}_bytes_read"] = np.array(rd, f64)
             reps[f"{t.name}_bytes_written"] = np.array(wr, f64)
             reps[f"{t.name}_peak_tokens"] = np.array(pk, np.int64)
-    return reps
+    return reps.set_index("replica")  # the replica's index in the fleet, never a column
 
 
 def timeline_frame(wl: Workload, run: RunOutput) -> pd.DataFrame:

@@ -58,7 +58,8 @@ class SimResult:
         previous answer; NaN for first turns); every latency is measured
         from the simulated arrival.
     replicas : pandas.DataFrame
-        One row per replica: ``requests`` routed, ``share`` of all routed
+        One row per replica, indexed by ``replica`` (its index in the fleet;
+        no column repeats it): ``requests`` routed, ``share`` of all routed
         requests, ``input_tokens``, ``output_tokens``, ``prompt_blocks``,
         ``cached_blocks``, ``cached_tokens``, ``block_hit_ratio``,
         ``token_hit_ratio``, ``busy_fraction`` (of the run from first arrival
