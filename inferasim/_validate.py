@@ -15,6 +15,7 @@ functions, so the same value gets the same answer everywhere:
 * :func:`slo_ms` -- a latency objective: None, or ``0 < v <= MAX_TIME_MS``;
 * :func:`percentile` -- in ``(0, 100]``;
 * :func:`seed` -- a random seed: an integer in ``[0, 2**64)``;
+* :func:`choice` -- one of a fixed set of names (a string, never coerced);
 * :func:`total_ms` -- a sum of durations (a run's worst case) within the limit.
 
 The name passed in is the parameter's public name (``"slo_ttft_ms"``,
@@ -41,6 +42,7 @@ __all__ = [
     "slo_ms",
     "percentile",
     "seed",
+    "choice",
     "total_ms",
 ]
 
@@ -360,3 +362,34 @@ def seed(value: Any, name: str = "seed", *, optional: bool = False) -> int | Non
     ):
         raise ValueError(f"{name} must be {alt}an integer >= 0 and < 2**64, got {value!r}")
     return int(value)
+
+
+def choice(value: Any, name: str, options: Any) -> str:
+    """``value`` if it is one of the strings ``options`` (no coercion, no other type).
+
+    Parameters
+    ----------
+    value : object
+        The user's value.
+    name : str
+        The parameter's public name, at the start of the message.
+    options : iterable of str
+        The accepted names, in the order the message lists them.
+
+    Returns
+    -------
+    str
+
+    Examples
+    --------
+    >>> choice("lmcache", "system", ("custom", "lmcache"))
+    'lmcache'
+    >>> choice(["lmcache"], "system", ("custom", "lmcache"))
+    Traceback (most recent call last):
+    ...
+    ValueError: system must be one of ['custom', 'lmcache'], got ['lmcache']
+    """
+    names = list(options)
+    if not isinstance(value, str) or value not in names:
+        raise ValueError(f"{name} must be one of {names}, got {value!r}")
+    return value

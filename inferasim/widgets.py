@@ -39,7 +39,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import PercentFormatter
 
 from inferasim import style
-from inferasim._validate import duration_ms, rate, real
+from inferasim._validate import choice, duration_ms, rate, real
 from inferasim.plots import hit_rate_line as draw_hit_rate_curve
 from inferasim.studies import policy_curve as hit_rate_curve
 from inferasim.studies.settings import (
@@ -58,6 +58,7 @@ __all__ = [
     "capacity_options",
     "tier_shares",
     "tiered_cache_sizing",
+    "TIER_SYSTEMS",
 ]
 
 #: Policies offered by the widget (``opt`` is the offline optimum: reuse analysis only).
@@ -924,6 +925,23 @@ TIER_LINKS: dict[str, dict[str, float]] = {
     "pool": {"read_gbps": 25.0, "write_gbps": 25.0, "latency_us": 10.0},
 }
 #: Tier colours of the stacked view.
+#: The tiered widget's ``system`` choices: a label, and the argument of the
+#: :mod:`~inferasim.sim.tier_presets` function the DRAM slider and the pool
+#: slider feed (None: the system has no such tier, the slider is off).
+#: ``"custom"`` is the widget's own stack: ``dram`` (written on eviction)
+#: and ``pool`` (shared, written through) on :data:`TIER_LINKS`.
+TIER_SYSTEMS: dict[str, tuple[str, str | None, str | None]] = {
+    "custom": ("custom", "dram", "pool"),
+    "vllm_offload": ("vLLM CPU offload", "cpu_tokens", None),
+    "lmcache": ("LMCache", "cpu_tokens", "remote_tokens"),
+    "mooncake_store": ("Mooncake Store", None, "pool_tokens"),
+    "dynamo_kvbm": ("Dynamo KVBM", "host_tokens", "disk_tokens"),
+    "sglang_hicache": ("SGLang HiCache", "host_tokens", "storage_tokens"),
+}
+# the pool slider is a fleet-wide capacity: Dynamo's G3 is then cluster-shared
+_SYSTEM_OPTIONS: dict[str, dict[str, Any]] = {"dynamo_kvbm": {"shared_disk": True}}
+_WRITE_WORDS = {"through": "written through", "evict": "written on eviction"}
+
 _TIER_COLORS = {"hbm": "#0072B2", "dram": "#009E73", "pool": "#E69F00"}
 
 
@@ -984,9 +1002,11 @@ class TieredCacheSizing(W.VBox):
     Attributes
     ----------
     controls : dict of str to ipywidgets.Widget
-        ``trace``, ``hbm`` (KV tokens per replica, from the model preset
-        unless moved), ``dram`` (tokens per replica, 0 = none), ``pool``
-        (tokens in all, 0 = none), ``replicas``, ``routing``, ``simulate``.
+        ``trace``, ``system`` (a key of :data:`TIER_SYSTEMS`), ``hbm`` (KV
+        tokens per replica, from the model preset unless moved), ``dram``
+        (tokens per replica, 0 = none), ``pool`` (tokens in all, 0 = none),
+        ``replicas``, ``routing``, ``simulate``. A slider the system has no
+        tier for is disabled and counts as 0.
     shares : dict of str to float
         Token hit ratio served by each tier (reuse analysis of one replica's
         hierarchy over the whole trace) at the current settings.
@@ -1001,7 +1021,7 @@ class TieredCacheSizing(W.VBox):
     --------
     >>> w = tiered_cache_sizing({"demo": _demo_workload()}, dram_tokens=1e5)
     >>> sorted(w.controls)
-    ['dram', 'hbm', 'pool', 'replicas', 'routing', 'simulate', 'trace']
+    ['dram', 'hbm', 'pool', 'replicas', 'routing', 'simulate', 'system', 'trace']
     """
 
     def __init__(
@@ -1016,6 +1036,7 @@ class TieredCacheSizing(W.VBox):
         replicas: int,
         routing: str,
         sim_window_ms: float | None,
+        system: str = "custom",
     ) -> None:
         from inferasim.sim.roofline import RooflineCostModel
 
@@ -1045,6 +1066,10 @@ class TieredCacheSizing(W.VBox):
 
         self.controls: dict[str, W.Widget] = {
             "trace": W.Dropdown(options=list(self.workloads), description="trace"),
+            "system": W.Dropdown(
+                options=[(v[0], k) for k, v in TIER_SYSTEMS.items()], value=system,
+                description="system",
+            ),
             "hbm": slider(self.model_hbm_tokens, "HBM KV per replica", False, CAPACITY_RANGE[1]),
             "dram": slider(dram_tokens, "DRAM per replica", True, CAPACITY_RANGE[1]),
             "pool": slider(pool_tokens, "shared pool", True, 1e9),
@@ -1055,7 +1080,7 @@ class TieredCacheSizing(W.VBox):
             "simulate": W.Button(description="simulate", button_style="primary", icon="play"),
         }
         self.readout = W.HTML()
-        self.status = W.HTML("press <b>simulate</b> to run the fleet with and without the tiers")
+        self.status = W.HTML()
         self.stack_image = W.Image(format="png")
         self.sim_output = W.Output()
         with style.paper_style():
@@ -1064,12 +1089,12 @@ class TieredCacheSizing(W.VBox):
             self.sim_figure = Figure(figsize=(style.DOUBLE[0], 2.2), layout="constrained")
             self.sim_axes = self.sim_figure.subplots(1, 2)
         c = self.controls
-        for name in ("trace", "hbm", "dram", "pool"):
+        for name in ("trace", "system", "hbm", "dram", "pool"):
             c[name].observe(self._redraw, names="value")
         c["simulate"].on_click(lambda _button: self.simulate())
         super().__init__(
             [
-                W.HBox([c["trace"], c["hbm"]]),
+                W.HBox([c["trace"], c["system"], c["hbm"]]),
                 W.HBox([c["dram"], c["pool"]]),
                 self.readout,
                 self.stack_image,
@@ -1100,7 +1125,7 @@ class TieredCacheSizing(W.VBox):
         (100000.0, 0.0)
         """
         c = self.controls
-        return {k: float(c[k].value) for k in ("hbm", "dram", "pool")}
+        return {k: 0.0 if c[k].disabled else float(c[k].value) for k in ("hbm", "dram", "pool")}
 
     def _dram_grid(self) -> np.ndarray:
         return np.array([0.0, *capacity_options()])
@@ -1152,6 +1177,9 @@ class TieredCacheSizing(W.VBox):
         return tier_shares(curve, cap["hbm"], cap["dram"], cap["pool"], self.workload.block_size)
 
     def _redraw(self, _change: Any = None) -> None:
+        _, dram_arg, pool_arg = TIER_SYSTEMS[self.controls["system"].value]
+        self.controls["dram"].disabled = dram_arg is None
+        self.controls["pool"].disabled = pool_arg is None
         frame = self.stack_curve()
         cap, shares = self.capacities(), self.shares
         trace = self.controls["trace"].value
@@ -1195,26 +1223,63 @@ class TieredCacheSizing(W.VBox):
             f"pool <b>{shares['pool']:.1%}</b> = <b>{total:.1%}</b> of prompt tokens "
             f"(an infinite cache: {ceiling:.1%})"
         )
+        what = self.tier_text()
         if self.result is not None:
-            self.status.value = "settings changed: press <b>simulate</b> to update the plots below"
+            self.status.value = f"{what}. The settings changed: press <b>simulate</b> to update the plots below"
+        else:
+            self.status.value = f"{what}. Press <b>simulate</b> to run the fleet with and without the tiers"
 
     def tiers(self) -> list[Any]:
         """The simulator's :class:`~inferasim.sim.Tier` list for the current settings (no empty tier).
 
         Examples
         --------
+        The ``system`` control chooses who builds it: the widget itself
+        (``"custom"``: no empty tier) or the :mod:`~inferasim.sim.tier_presets`
+        function of that name, given the DRAM and pool sliders as its
+        capacity arguments (:data:`TIER_SYSTEMS`).
+
+        Examples
+        --------
         >>> [t.name for t in tiered_cache_sizing(_demo_workload(), dram_tokens=1e5).tiers()]
         ['dram']
+        >>> w = tiered_cache_sizing(_demo_workload(), system="lmcache", dram_tokens=1e5,
+        ...                         pool_tokens=1e6)
+        >>> [(t.name, t.capacity_tokens, t.write, t.shared) for t in w.tiers()]
+        [('cpu', 100000, 'through', False), ('remote', 1000000, 'through', True)]
         """
-        from inferasim.sim import Tier
+        from inferasim.sim import Tier, tier_presets
 
         cap = self.capacities()
+        system = self.controls["system"].value
+        if system != "custom":
+            _, dram_arg, pool_arg = TIER_SYSTEMS[system]
+            sizes = {arg: int(cap[k]) for k, arg in (("dram", dram_arg), ("pool", pool_arg)) if arg}
+            return getattr(tier_presets, system)(**sizes, **_SYSTEM_OPTIONS.get(system, {}))
         out = []
         if cap["dram"] > 0:
             out.append(Tier("dram", int(cap["dram"]), **TIER_LINKS["dram"]))
         if cap["pool"] > 0:
             out.append(Tier("pool", int(cap["pool"]), shared=True, **TIER_LINKS["pool"]))
         return out
+
+    def tier_text(self) -> str:
+        """The system, its tiers and how each is written, in words (the status line's start).
+
+        Examples
+        --------
+        >>> tiered_cache_sizing(_demo_workload(), system="mooncake_store", pool_tokens=1e6).tier_text()
+        'Mooncake Store: pool 1M tokens shared, written through, publishing loaded blocks too'
+        """
+        from inferasim.sim.tierconfig import publishes_loaded
+
+        parts = [
+            f"{t.name} {_tokens_label(t.capacity_tokens)} tokens "
+            f"{'shared' if t.shared else 'per replica'}, {_WRITE_WORDS[t.write]}"
+            + (", publishing loaded blocks too" if publishes_loaded(t) else "")
+            for t in self.tiers()
+        ]
+        return f"{TIER_SYSTEMS[self.controls['system'].value][0]}: {'; '.join(parts) or 'HBM only'}"
 
     def simulate(self) -> Any:
         """Run the fleet with the chosen tiers and with HBM only; draw TTFT and the hit split.
@@ -1256,7 +1321,7 @@ class TieredCacheSizing(W.VBox):
         rejected = _rejected_status(self.result.requests)
         base = _rejected_status(self.baseline.requests)
         self.status.value = (
-            f"simulated {len(wl):,} requests twice in {elapsed:.1f} s"
+            f"{self.tier_text()}. Simulated {len(wl):,} requests twice in {elapsed:.1f} s"
             + (f"; with tiers{rejected}" if rejected else "")
             + (f"; HBM only{base}" if base else "")
         )
@@ -1357,6 +1422,7 @@ def tiered_cache_sizing(
     replicas: int = 4,
     routing: str = "kv_cost",
     sim_window_ms: float | None = None,
+    system: str = "custom",
 ) -> TieredCacheSizing:
     """KV-tier sizing widget: HBM (from the model), DRAM per replica and a shared pool.
 
@@ -1381,6 +1447,13 @@ def tiered_cache_sizing(
     routing : str, default "kv_cost"
     sim_window_ms : float, optional
         Simulate only the first ``sim_window_ms`` of the trace.
+    system : str, default "custom"
+        Who builds the tier stack (:data:`TIER_SYSTEMS`): ``"custom"``, the
+        widget's ``dram`` + ``pool``, or a preset of a deployed system
+        (``"vllm_offload"``, ``"lmcache"``, ``"mooncake_store"``,
+        ``"dynamo_kvbm"`` with a cluster-shared G3, ``"sglang_hicache"``),
+        the DRAM slider feeding its per-replica tier and the pool slider its
+        shared one; a slider the system has no tier for is disabled.
 
     Returns
     -------
@@ -1393,6 +1466,7 @@ def tiered_cache_sizing(
     True
     """
     workloads = _checked_workloads(workloads, "tiered_cache_sizing")
+    system = choice(system, "system", TIER_SYSTEMS)
     if routing not in WIDGET_ROUTINGS:
         raise ValueError(f"routing {routing!r} is not one of {list(WIDGET_ROUTINGS)}")
     for name, value, high in (("dram_tokens", dram_tokens, CAPACITY_RANGE[1]), ("pool_tokens", pool_tokens, 1e9)):
@@ -1410,4 +1484,5 @@ def tiered_cache_sizing(
         replicas=replicas,
         routing=routing,
         sim_window_ms=sim_window_ms,
+        system=system,
     )

@@ -345,6 +345,91 @@ def test_tiered_simulation_splits_hits_by_tier_and_compares_with_hbm_only(worklo
     assert w.tiers() == [] and "settings changed" in w.status.value
 
 
+# ------------------------------------- presets of deployed systems (issue 22)
+
+# Each system with the preset call the widget must make at DRAM 100k, pool 200k,
+# written from the presets' signatures (the DRAM slider is the per-replica tier,
+# the pool slider the shared one; Dynamo's G3 cluster-shared since the pool
+# slider is a fleet-wide capacity), and which sliders the system leaves on.
+_PRESET_CALLS = {
+    "vllm_offload": (lambda t: t.vllm_offload(cpu_tokens=100_000), (True, False)),
+    "lmcache": (lambda t: t.lmcache(cpu_tokens=100_000, remote_tokens=200_000), (True, True)),
+    "mooncake_store": (lambda t: t.mooncake_store(pool_tokens=200_000), (False, True)),
+    "dynamo_kvbm": (
+        lambda t: t.dynamo_kvbm(host_tokens=100_000, disk_tokens=200_000, shared_disk=True),
+        (True, True),
+    ),
+    "sglang_hicache": (
+        lambda t: t.sglang_hicache(host_tokens=100_000, storage_tokens=200_000), (True, True)
+    ),
+}
+
+
+@pytest.mark.parametrize("system", list(_PRESET_CALLS))
+def test_the_widget_simulates_each_systems_own_preset_stack(workloads, system, monkeypatch):
+    import inferasim as ism
+    import inferasim.sim as sim
+
+    passed = []
+
+    class Recording(sim.Simulator):
+        def __init__(self, *args, **kwargs):
+            passed.append(kwargs.get("tiers"))
+            super().__init__(*args, **kwargs)
+
+    monkeypatch.setattr(sim, "Simulator", Recording)
+    w = tiered_cache_sizing(workloads, system=system, dram_tokens=1e5, pool_tokens=2e5,
+                            replicas=2, sim_window_ms=4_000)
+    make, (dram_on, pool_on) = _PRESET_CALLS[system]
+    expected = make(ism.tiers)
+    assert (not w.controls["dram"].disabled, not w.controls["pool"].disabled) == (dram_on, pool_on)
+    # a slider the system has no tier for counts as none, in the readout too
+    assert w.capacities()["dram"] == (1e5 if dram_on else 0.0)
+    assert w.capacities()["pool"] == (2e5 if pool_on else 0.0)
+    res = w.simulate()
+    assert passed == [None, expected]  # HBM only, then exactly the preset's Tier objects
+    assert res.tiers.index.tolist() == ["hbm", *(t.name for t in expected)]
+    for t in expected:
+        assert f"{t.name} " in w.status.value and f" {t.name} " in w.sim_text()
+
+
+def test_the_status_line_names_the_tiers_and_their_write_policies(workloads):
+    # LMCache at DRAM 100k, pool 200k, by hand from its documentation (tier_presets):
+    # local CPU per replica, written through (every computed chunk is stored), and
+    # the remote backend shared and written through; a shared through tier
+    # publishes the blocks a replica loads from its CPU tier as well (Tier.publish).
+    w = tiered_cache_sizing(workloads, system="lmcache", dram_tokens=1e5, pool_tokens=2e5)
+    what = (
+        "LMCache: cpu 100k tokens per replica, written through; "
+        "remote 200k tokens shared, written through, publishing loaded blocks too"
+    )
+    assert w.status.value == f"{what}. Press <b>simulate</b> to run the fleet with and without the tiers"
+    # switching the dropdown says the new stack at once, and turns the DRAM slider off
+    w.controls["system"].value = "mooncake_store"
+    assert w.controls["dram"].disabled and not w.controls["pool"].disabled
+    assert w.status.value.startswith(
+        "Mooncake Store: pool 200k tokens shared, written through, publishing loaded blocks too. "
+    )
+    w.controls["system"].value = "custom"  # the widget's own stack, as before
+    assert w.status.value.startswith(
+        "custom: dram 100k tokens per replica, written on eviction; "
+        "pool 200k tokens shared, written through, publishing loaded blocks too. "
+    )
+    w.controls["dram"].value = 0.0
+    w.controls["pool"].value = 0.0
+    assert w.status.value.startswith("custom: HBM only. ")
+
+
+@pytest.mark.parametrize("system", ["vllm", "", None, ["lmcache"], 1])
+def test_a_system_the_widget_has_no_preset_for_is_refused_by_name(workloads, system):
+    with pytest.raises(
+        ValueError,
+        match=r"^system must be one of \['custom', 'vllm_offload', 'lmcache', 'mooncake_store', "
+        r"'dynamo_kvbm', 'sglang_hicache'\], got ",
+    ):
+        tiered_cache_sizing(workloads, system=system)
+
+
 # ------------------------------------------------- rejections shown (issue 24)
 
 
