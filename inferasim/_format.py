@@ -69,9 +69,20 @@ def format_value(value: object) -> str:
     return np.format_float_positional(v, precision=4, unique=False, fractional=False, trim="-")
 
 
-#: Spans of a whole run, shown in human units (``59 min``): ``describe()``
-#: gives ``duration_ms``, ``summary()`` ``duration_s``, both read the same.
-_DURATIONS = {"duration_ms": 1e-3, "duration_s": 1.0}
+#: Spans of a whole run, shown in human units (``59 min``): ``describe()`` and
+#: ``summary()`` both give ``duration_ms``.
+_DURATIONS = {"duration_ms": 1e-3}
+
+
+def count_noun(count: int, noun: str) -> str:
+    """A count with its noun in the right number: ``1 replica``, ``8 replicas``, ``12,031 requests``.
+
+    Examples
+    --------
+    >>> count_noun(1, "replica"), count_noun(8, "replica"), count_noun(12031, "request")
+    ('1 replica', '8 replicas', '12,031 requests')
+    """
+    return f"{count:,} {noun}" if count == 1 else f"{count:,} {noun}s"
 
 
 def human_duration(seconds: float) -> str:
@@ -161,8 +172,8 @@ def format_metric(name: str, value: object) -> str:
     ('12,035', '0.5000')
     >>> format_metric("saturated", 0.0), format_metric("offered_rate_rps", 3.3421)
     ('no', '3.342')
-    >>> format_metric("duration_ms", 3_536_999.0), format_metric("duration_s", 3544.2)
-    ('59 min', '59 min')
+    >>> format_metric("duration_ms", 3_536_999.0), format_metric("duration_ms", 59_000.0)
+    ('59 min', '59.0 s')
     """
     if not isinstance(value, (int, float, bool, np.integer, np.floating, np.bool_)):
         return str(value)

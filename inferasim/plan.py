@@ -102,7 +102,7 @@ def _probe(
         ok = ok and (not tpot.size or tpot_q <= slo_tpot_ms)
     s = res.summary()
     tp = getattr(simulator.cost_model, "tp", 1) if simulator.cost_model is not None else 1
-    dur = float(s["duration_s"])
+    dur = float(s["duration_ms"]) / 1000.0
     tokens = float(fin["input_len"].sum() + fin["output_len"].sum())
     return {
         "load": float(load),

@@ -490,7 +490,7 @@ def _measure(res: Any, sim: Any, spec: Any, slo: tuple) -> dict[str, Any]:
     out["gpus"] = int(len(res.replicas)) * int(tp)
     req = res.requests
     fin = req["status"].to_numpy() == "finished"
-    dur = out.get("duration_s", float("nan"))
+    dur = out.get("duration_ms", float("nan")) / 1000.0
     tokens = float(req["input_len"].to_numpy()[fin].sum())
     out["input_tok_s"] = tokens / dur if dur and dur > 0 else float("nan")
     if spec is None:

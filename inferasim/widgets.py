@@ -39,6 +39,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import PercentFormatter
 
 from inferasim import style
+from inferasim._format import count_noun
 from inferasim._validate import choice, duration_ms, rate, real
 from inferasim.plots import hit_rate_line as draw_hit_rate_curve
 from inferasim.studies import policy_curve as hit_rate_curve
@@ -511,7 +512,7 @@ class CacheSizing(W.VBox):
         button.disabled = True
         self.progress.bar_style = "info"
         self.progress.value = 0.1
-        self.status.value = f"simulating {len(wl):,} requests on {s['replicas']} replicas ..."
+        self.status.value = f"simulating {count_noun(len(wl), 'request')} on {count_noun(s['replicas'], 'replica')} ..."
         start = time.perf_counter()
         # In a live kernel the simulator's own per-request bar (tqdm, shown on
         # runs over a second) goes into this Output; headless, no bar.

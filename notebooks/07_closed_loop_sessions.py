@@ -100,7 +100,7 @@ for n in FLEETS:
             "multi_turn_session_p50_s": span.median(),
             "multi_turn_session_p99_s": span.quantile(0.99),
             "token_hit_ratio": s["token_hit_ratio"],
-            "duration_s": s["duration_s"],
+            "duration_min": s["duration_ms"] / 60_000,
         })
 table = pd.DataFrame(rows).set_index(["replicas", "loop"])
 table.round(3)
@@ -126,8 +126,8 @@ display(
         f"{row(small, 'open')['ttft_p50_ms']:,.0f} ms in the open loop (p99 "
         f"{row(small, 'closed')['ttft_p99_ms']:,.0f} against "
         f"{row(small, 'open')['ttft_p99_ms']:,.0f} ms). The whole replay takes "
-        f"{row(small, 'closed')['duration_s'] / 60:.0f} minutes instead of "
-        f"{row(small, 'open')['duration_s'] / 60:.0f}: users who wait for a slow fleet send "
+        f"{row(small, 'closed')['duration_min']:.0f} minutes instead of "
+        f"{row(small, 'open')['duration_min']:.0f}: users who wait for a slow fleet send "
         "less per second, so an open-loop replay overstates the load a slow fleet would see."
     )
 )
@@ -181,7 +181,7 @@ s = res.summary()
 display(
     Markdown(
         f"With exponential think times of 30 s on average the {len(wl):,} requests take "
-        f"{s['duration_s'] / 60:.0f} minutes instead of {row(big, 'closed')['duration_s'] / 60:.0f}; "
+        f"{s['duration_ms'] / 60_000:.0f} minutes instead of {row(big, 'closed')['duration_min']:.0f}; "
         f"TTFT p50 / p99 {s['ttft_ms_p50']:,.0f} / {s['ttft_ms_p99']:,.0f} ms, mean arrival shift "
         f"{s['arrival_shift_ms_mean'] / 1000:.1f} s."
     )

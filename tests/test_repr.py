@@ -132,11 +132,24 @@ def test_simresult_repr_is_a_header_and_key_numbers():
     wl = Workload.from_requests([0, 50], [32, 32], [3, 3], block_size=16)
     res = ism.Simulator(kv_tokens=10 * 16, cost_model=ism.LinearCostModel()).run(wl, progress=False)
     text = repr(res)
-    assert text.splitlines()[0].startswith("SimResult: 2 requests (2 finished) on 1 replicas")
+    assert text.splitlines()[0].startswith("SimResult: 2 requests (2 finished) on 1 replica,")
     r = rows(text)
     assert r["ttft_ms_p50"] == ["6.6", "ms"]
     assert len(text.splitlines()) < 15
     assert "SimResult: 2 requests" in res._repr_html_()
+
+
+def test_describe_and_summary_give_the_span_under_one_name_and_unit():
+    # Requests at 0 and 50 ms, 32-token prompts, 3 output tokens, alone on one
+    # replica: the second finishes at 50 + 6.6 (TTFT) + 2 decode steps; whatever
+    # that time is, both spans are in ms under the one name ``duration_ms``.
+    wl = Workload.from_requests([0, 50], [32, 32], [3, 3], block_size=16)
+    res = ism.Simulator(kv_tokens=10 * 16, cost_model=ism.LinearCostModel()).run(wl, progress=False)
+    s, d = res.summary(), wl.describe()
+    assert "duration_s" not in s.index and d["duration_ms"] == 50.0
+    assert s["duration_ms"] == res.requests["finish_ms"].max() - 0.0
+    assert s["throughput_rps"] == 2 / (s["duration_ms"] / 1000)
+    assert rows(repr(s))["duration_ms"][0].endswith(" ms")
 
 
 def test_reuse_results_show_a_header_and_key_numbers(small):

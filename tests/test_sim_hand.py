@@ -266,7 +266,7 @@ def test_summary_percentiles_and_goodput():
     assert s["ttft_ms_p99"] == pytest.approx(np.percentile(ttft, 99))
     assert s["slo_attainment"] == 0.5
     # duration: 0 -> 3000 + 8.2 ms
-    assert s["duration_s"] == pytest.approx(3.0082)
+    assert s["duration_ms"] == pytest.approx(3008.2)
     assert s["goodput_rps"] == pytest.approx(2 / 3.0082)
     assert s["throughput_rps"] == pytest.approx(4 / 3.0082)
     assert not s["saturated"]

@@ -92,7 +92,7 @@ def test_each_row_equals_a_direct_simulation(wl, serial):
         fin = sim.run(wl.scale_time(row.scale_time), progress=False).requests.query(
             "status == 'finished'")
         assert serial.loc[row.Index, "input_tok_s"] == pytest.approx(
-            fin["input_len"].sum() / s["duration_s"]
+            fin["input_len"].sum() / (s["duration_ms"] / 1000)
         )
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from inferasim._cli_types import integer, number
 from inferasim._cli_workload import add_workload_arguments, workload_from_args
+from inferasim._format import count_noun
 from inferasim._validate import slo_ms
 from inferasim.sim.cache import EVICTION_POLICIES
 from inferasim.sim.config import EngineConfig
@@ -204,7 +205,8 @@ def run(args: argparse.Namespace) -> int:
     )
     res = sim.run(wl, progress=not args.no_progress)
     title = (
-        f"Simulation: {len(wl):,} requests on {args.replicas} replicas ({args.routing} routing, "
+        f"Simulation: {count_noun(len(wl), 'request')} on {count_noun(args.replicas, 'replica')} "
+        f"({args.routing} routing, "
         f"{args.model} on {args.gpu}, tp={args.tp})"
     )
     summary = res.summary(args.slo_ttft_ms, args.slo_tpot_ms)

@@ -115,6 +115,8 @@ class SimResult:
         self.tiers = tier_frame(requests, replicas, config) if tiers is None else tiers
 
     def _header(self) -> str:
+        from inferasim._format import count_noun
+
         n = len(self.requests)
         done = int((self.requests["status"] == "finished").sum())
         cfg = self.config
@@ -122,7 +124,8 @@ class SimResult:
             f"{k} {cfg[k]}" for k in ("routing", "eviction") if isinstance(cfg.get(k), str)
         )
         return (
-            f"SimResult: {n:,} requests ({done:,} finished) on {len(self.replicas)} replicas"
+            f"SimResult: {count_noun(n, 'request')} ({done:,} finished) on "
+            f"{count_noun(len(self.replicas), 'replica')}"
             + (f", {what}" if what else "")
         )
 
@@ -133,7 +136,7 @@ class SimResult:
         s = self.summary()
         tiers = [k for k in s.index if k.endswith("_token_hit_ratio") and k != "token_hit_ratio"]
         keys = (
-            "duration_s",
+            "duration_ms",
             "throughput_rps",
             "token_hit_ratio",
             *tiers,  # with KV tiers: where the hits came from
@@ -188,8 +191,8 @@ class SimResult:
         Returns
         -------
         pandas.Series
-            ``requests``, ``finished``, ``rejected``, ``duration_s`` (first
-            arrival to last finish), ``throughput_rps``, ``output_tok_s``,
+            ``requests``, ``finished``, ``rejected``, ``duration_ms`` (first
+            arrival to last finish, in ms like ``describe()``), ``throughput_rps``, ``output_tok_s``,
             ``block_hit_ratio`` and ``token_hit_ratio`` (cluster-wide, over
             routed requests; NaN, with a note, when the workload has no
             hash ids: absent, not zero), ``{queue,ttft,tpot,e2e}_ms_{mean,p50,p90,p99}``

@@ -32,7 +32,7 @@ SUMMARY_METRICS: tuple[str, ...] = (
     "requests",
     "finished",
     "rejected",
-    "duration_s",
+    "duration_ms",
     "throughput_rps",
     "output_tok_s",
     "block_hit_ratio",
@@ -214,7 +214,7 @@ def _volume(req: pd.DataFrame, fin: pd.DataFrame, bs: int) -> dict[str, Any]:
         "requests": n,
         "finished": len(fin),
         "rejected": int((req["status"] == "rejected").sum()),
-        "duration_s": dur_s,
+        "duration_ms": dur_s * 1000.0,
         "throughput_rps": len(fin) / dur_s if dur_s > 0 else float("nan"),
         "output_tok_s": float(fin["output_len"].sum()) / dur_s if dur_s > 0 else float("nan"),
         "block_hit_ratio": float(routed["cached_blocks"].sum()) / pblocks
@@ -273,7 +273,7 @@ def _goodput(
         tp = fin["tpot_ms"].to_numpy()
         good &= np.isnan(tp) | (tp <= slo_tpot_ms)
         slo.append(f"TPOT <= {slo_tpot_ms:g} ms")
-    dur_s = out["duration_s"]
+    dur_s = out["duration_ms"] / 1000.0
     n = len(req)
     out["goodput_rps"] = int(good.sum()) / dur_s if dur_s > 0 else float("nan")
     out["slo_attainment"] = int(good.sum()) / n if n else float("nan")
