@@ -1233,8 +1233,6 @@ class TieredCacheSizing(W.VBox):
     def tiers(self) -> list[Any]:
         """The simulator's :class:`~inferasim.sim.Tier` list for the current settings (no empty tier).
 
-        Examples
-        --------
         The ``system`` control chooses who builds it: the widget itself
         (``"custom"``: no empty tier) or the :mod:`~inferasim.sim.tier_presets`
         function of that name, given the DRAM and pool sliders as its
