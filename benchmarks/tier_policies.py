@@ -67,7 +67,7 @@ def main() -> None:
         dt = time.perf_counter() - t0
         line = f"{name}: {hit(res):.4f} ({dt:.1f} s)"
         if tiers:
-            cap = int(res.replicas["kv_capacity_blocks"].iloc[0]) * bs
+            cap = int(res.replicas["kv_capacity_tokens"].iloc[0])
             ref = replay_tiers(wl, cap, tiers, replicas=n,
                                assign=res.requests["replica"].to_numpy())
             line += f"; replay_tiers on its placement {ref.attrs['token_hit_ratio']:.4f}"

@@ -51,6 +51,15 @@ from inferasim.sim import (
 _REASON_NAME = re.compile(r"> slo_(ttft|tpot)_ms ")
 
 
+#: HBM memory columns in tokens and their names in pages before (see :func:`digest`).
+_IN_TOKENS = {
+    "peak_kv_tokens": "peak_kv_blocks",
+    "kv_capacity_tokens": "kv_capacity_blocks",
+    "kv_running_tokens": "kv_running_blocks",
+    "kv_cached_tokens": "kv_cached_blocks",
+}
+
+
 def digest(res) -> str:
     """sha1 of the request, replica and timeline frames (values and column names)."""
     h = hashlib.sha1()
@@ -60,6 +69,13 @@ def digest(res) -> str:
             # 24, the index's name since (so is replica in the replica frame): put it
             # back as that column (the same digest)
             frame = frame.reset_index()
+        if any(c in frame.columns for c in _IN_TOKENS):
+            # HBM memory was counted in pages under *_blocks names before the
+            # frames moved to tokens (issue 20: one unit, in the names): count
+            # back in pages under the old names (the same digest)
+            page = int(res.config["page_tokens"])
+            old = {c: _IN_TOKENS[c] for c in frame.columns if c in _IN_TOKENS}
+            frame = frame.assign(**{c: frame[c] // page for c in old}).rename(columns=old)
         if "reason" in frame.columns:
             frame = frame.assign(
                 reason=frame["reason"].map(

@@ -237,10 +237,10 @@ def check(case: dict, res) -> None:
     times = fin[["arrival_ms", "scheduled_ms", "first_token_ms", "finish_ms"]].to_numpy()
     assert np.isfinite(times).all()
     assert (np.diff(times, axis=1) >= 0).all()
-    cap = res.config["kv_blocks"]
-    assert (res.replicas["peak_kv_blocks"] <= cap).all()
+    cap = res.config["kv_tokens"]
+    assert (res.replicas["peak_kv_tokens"] <= cap).all()
     tl = res.timeline
-    assert (tl["kv_running_blocks"] + tl["kv_cached_blocks"] <= cap).all()
+    assert (tl["kv_running_tokens"] + tl["kv_cached_tokens"] <= cap).all()
     assert np.isfinite(tl["time_ms"]).all()
     s = res.summary()
     assert isinstance(s, pd.Series)

@@ -133,7 +133,7 @@ def test_kv_state_by_hand(monkeypatch):
     req = res.requests
     assert req["cached_tokens"].tolist() == [0, 8]
     assert req["finish_ms"].tolist() == [3.0, 2.0]
-    assert res.replicas["peak_kv_blocks"].tolist() == [2 + 2]  # step 2: 2 private + 2 pinned
+    assert res.replicas["peak_kv_tokens"].tolist() == [(2 + 2) * 4]  # step 2: 2 private + 2 pinned 4-token blocks
 
 
 # ------------------------------------------- a truly independent reference

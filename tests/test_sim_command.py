@@ -73,9 +73,8 @@ def test_default_cost_model_is_the_roofline_llama_8b_on_h100():
     wl = Workload.from_requests([0], [1024], [4], [[1, 2]])
     res = Simulator().run(wl, progress=False)
     expected = RooflineCostModel("llama-3.1-8b", "h100-80gb").kv_capacity_blocks(16)
-    assert res.config["kv_blocks"] == expected and res.config["page_tokens"] == 16
-    assert res.config["kv_tokens"] == expected * 16
-    assert res.replicas["kv_capacity_blocks"].tolist() == [expected]
+    assert res.config["kv_tokens"] == expected * 16 and res.config["page_tokens"] == 16
+    assert res.replicas["kv_capacity_tokens"].tolist() == [expected * 16]
 
 
 def test_jump_equals_plain_loop_with_the_roofline_model():

@@ -59,7 +59,7 @@ def test_one_request_ttft_and_e2e_include_the_handoff(fast):
     assert reps["output_tokens"].tolist() == [1, 2]
     assert reps["steps"].tolist() == [1, 2]
     # the prefill instance held the prompt's 2 blocks, the decode instance 32 + 2 tokens
-    assert reps["peak_kv_blocks"].tolist() == [2, 3]
+    assert reps["peak_kv_tokens"].tolist() == [2 * BS, 3 * BS]  # pages of 16 tokens
 
 
 def test_one_token_output_never_leaves_the_prefill_instance():
@@ -92,9 +92,9 @@ def test_decode_pool_full_keeps_the_kv_pinned_on_the_prefill_side():
     # pinned: the prefill instance holds B's block while it waits (samples 180..200)
     tl = res.timeline
     pre = tl[(tl["replica"] == 0) & tl["time_ms"].between(180, 200)]
-    assert len(pre) == 3 and (pre["kv_running_blocks"] == 1).all()
+    assert len(pre) == 3 and (pre["kv_running_tokens"] == 1 * BS).all()
     dec = tl[(tl["replica"] == 1) & tl["time_ms"].between(180, 200)]
-    assert (dec["kv_running_blocks"] == 4).all()
+    assert (dec["kv_running_tokens"] == 4 * BS).all()
     assert res.summary()["handoff_wait_ms_mean"] == pytest.approx((205.7 - 176.8) / 2)
 
 
@@ -203,10 +203,10 @@ def test_disaggregated_invariants(wl, cfg):
         assert (h["finish_ms"] > delivered + h["decode_queue_ms"] - 1e-9).all()
     assert (h["finish_ms"] > h["first_token_ms"]).all()
     # each instance's memory within capacity, on both pools
-    cap = res.config["kv_blocks"]
+    cap = res.config["kv_tokens"]
     tl = res.timeline
-    assert (tl["kv_running_blocks"] + tl["kv_cached_blocks"] <= cap).all()
-    assert (reps["peak_kv_blocks"] <= cap).all()
+    assert (tl["kv_running_tokens"] + tl["kv_cached_tokens"] <= cap).all()
+    assert (reps["peak_kv_tokens"] <= cap).all() and (reps["kv_capacity_tokens"] == cap).all()
     assert (reps["peak_running"] <= cfg["engine"].max_num_seqs).all()
 
 

@@ -190,7 +190,7 @@ def test_preemption_of_the_most_recent_sequence():
     assert a.finish_ms == pytest.approx(207.1)
     assert b.finish_ms == pytest.approx(325.95)
     assert b.computed_prefill_tokens == 16 + 33
-    assert res.replicas["peak_kv_blocks"].tolist() == [4]
+    assert res.replicas["peak_kv_tokens"].tolist() == [4 * BS]  # 4 pages of 16 tokens
 
 
 def test_rejected_request_stays_in_the_frame():

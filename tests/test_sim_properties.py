@@ -89,11 +89,14 @@ def test_frame_invariants(wl, cfg):
         == fin.loc[no_preempt, "input_len"] - fin.loc[no_preempt, "cached_tokens"]
     ).all()
     # memory
-    cap = res.config["kv_blocks"]
+    cap = res.config["kv_tokens"]
     tl = res.timeline
-    assert (tl["kv_running_blocks"] + tl["kv_cached_blocks"] <= cap).all()
-    assert (tl[["queue", "running", "kv_running_blocks", "kv_cached_blocks"]] >= 0).all().all()
-    assert (res.replicas["peak_kv_blocks"] <= cap).all()
+    assert (tl["kv_running_tokens"] + tl["kv_cached_tokens"] <= cap).all()
+    assert (tl[["queue", "running", "kv_running_tokens", "kv_cached_tokens"]] >= 0).all().all()
+    assert (res.replicas["peak_kv_tokens"] <= cap).all()
+    # whole pages: every HBM count is a multiple of the page
+    page = res.config["page_tokens"]
+    assert (tl[["kv_running_tokens", "kv_cached_tokens"]] % page == 0).all().all()
     assert (res.replicas["peak_running"] <= cfg["engine"].max_num_seqs).all()
     # per-replica totals add up
     assert res.replicas["requests"].sum() == len(fin)

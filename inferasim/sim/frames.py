@@ -159,8 +159,10 @@ def replica_frame(
                 if span > 0
                 else np.zeros(R),
                 "peak_running": np.array([r.rec.peak_running for r in run.replicas], np.int64),
-                "peak_kv_blocks": np.array([r.kv.peak for r in run.replicas], np.int64),
-                "kv_capacity_blocks": np.array([r.kv.capacity for r in run.replicas], np.int64),
+                "peak_kv_tokens": np.array([r.kv.peak * r.kv.pt for r in run.replicas], np.int64),
+                "kv_capacity_tokens": np.array(
+                    [r.kv.capacity * r.kv.pt for r in run.replicas], np.int64
+                ),
                 "evictions": np.array([r.kv.cache.evictions for r in run.replicas], np.int64),
                 "preemptions": np.array([r.rec.preemptions for r in run.replicas], np.int64),
                 "steps": np.array([r.rec.steps for r in run.replicas], np.int64),
@@ -217,11 +219,15 @@ def timeline_frame(wl: Workload, run: RunOutput) -> pd.DataFrame:
             "replica",
             "queue",
             "running",
-            "kv_running_blocks",
-            "kv_cached_blocks",
+            "kv_running_tokens",
+            "kv_cached_tokens",
             *tier_cols,
         ],
     )
+    if len(tl):  # HBM's pages in tokens, as the tiers'
+        page = run.replicas[0].kv.pt
+        for name in ("kv_running_tokens", "kv_cached_tokens"):
+            tl[name] = tl[name].astype(np.int64) * page
     for t, name in zip(tiers, tier_cols, strict=True):
         if len(tl):
             tl[name] = tl[name].astype(np.int64) * bs
@@ -239,8 +245,8 @@ def timeline_frame(wl: Workload, run: RunOutput) -> pd.DataFrame:
             "replica": np.int64,
             "queue": np.int64,
             "running": np.int64,
-            "kv_running_blocks": np.int64,
-            "kv_cached_blocks": np.int64,
+            "kv_running_tokens": np.int64,
+            "kv_cached_tokens": np.int64,
             **dict.fromkeys(tier_cols, np.int64),
         }
     )

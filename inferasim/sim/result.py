@@ -63,8 +63,9 @@ class SimResult:
         requests, ``input_tokens``, ``output_tokens``, ``prompt_blocks``,
         ``cached_blocks``, ``cached_tokens``, ``block_hit_ratio``,
         ``token_hit_ratio``, ``busy_fraction`` (of the run from first arrival
-        to last finish), ``peak_running``, ``peak_kv_blocks`` (held by running
-        sequences), ``kv_capacity_blocks``, ``evictions``, ``preemptions``,
+        to last finish), ``peak_running``, ``peak_kv_tokens`` (most HBM KV held by
+        running sequences, in tokens: whole pages of
+        ``config["page_tokens"]``), ``kv_capacity_tokens``, ``evictions``, ``preemptions``,
         ``steps`` (engine steps run). A disaggregated run adds ``role``
         (``"prefill"`` or ``"decode"``); a decode instance's ``requests`` and
         ``share`` count the sequences handed off to it, its
@@ -76,8 +77,9 @@ class SimResult:
     timeline : pandas.DataFrame
         The state of every replica sampled every ``timeline_ms``: ``time_ms``,
         ``replica``, ``queue`` (waiting requests), ``running``,
-        ``kv_running_blocks`` (held by running sequences), ``kv_cached_blocks``
-        (evictable blocks kept for reuse); with KV tiers ``<tier>_tokens``
+        ``kv_running_tokens`` (HBM KV held by running sequences, whole pages
+        in tokens), ``kv_cached_tokens`` (evictable cached pages kept for
+        reuse, in tokens); with KV tiers ``<tier>_tokens``
         (tokens held: the replica's own tier, or the whole shared pool).
     tiers : pandas.DataFrame
         One row per KV tier, indexed by name, HBM first (only ``"hbm"``

@@ -137,17 +137,22 @@ class ReplicaView(Protocol):
         prompts in full (their cache hits are not known until admission)
         plus the rest of the prompts being prefilled.
     kv_running_blocks : int
-        KV blocks held by running sequences.
+        KV blocks held by running sequences. The ``kv_*_blocks`` and
+        ``free_kv_blocks`` fields count KV blocks in vLLM's sense: the
+        engine's pages of ``EngineConfig.page_tokens`` tokens (16 by
+        default; the workload's hash block with ``page_tokens="block"``).
     kv_cached_blocks : int
-        Evictable cached blocks (kept for reuse).
+        Evictable cached KV blocks (pages kept for reuse).
     kv_capacity_blocks : int
-        KV blocks the replica holds in all.
+        KV blocks (pages) the replica holds in all.
     kv_usage : float
         Fraction of KV memory held by running sequences.
     active_blocks : int
-        Blocks of running sequences plus prompt blocks of queued requests.
+        Hash blocks of running sequences plus prompt blocks of queued
+        requests (workload blocks, as ``prefix_match_blocks``).
     free_kv_blocks : int
-        KV blocks a new request could take now: free plus evictable cached ones.
+        KV blocks (pages) a new request could take now: free plus evictable
+        cached ones.
     prefix_match_blocks : int
         Leading blocks of the routed request resident in the replica's HBM.
     hit_blocks_by_tier : tuple of int

@@ -403,7 +403,6 @@ class _RunPlan:
             "routing": sim.routing if isinstance(sim.routing, str) else repr(sim.routing),
             "cost_model": repr(self.cost),
             "kv_tokens": self.capacity * engine.page_for(int(workload.block_size)),
-            "kv_blocks": self.capacity,
             "block_size": workload.block_size,
             "page_tokens": engine.page_for(int(workload.block_size)),
             "full_prompt_admission": engine.full_prompt_admission,

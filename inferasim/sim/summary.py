@@ -307,7 +307,7 @@ def _pools(reps: pd.DataFrame, fin: pd.DataFrame) -> dict[str, float]:
         out[f"{role}_busy_fraction"] = float(busy.mean()) if len(busy) else float("nan")
         kv = reps.loc[reps["role"] == role]
         out[f"{role}_peak_kv_usage"] = (
-            float((kv["peak_kv_blocks"] / kv["kv_capacity_blocks"]).max())
+            float((kv["peak_kv_tokens"] / kv["kv_capacity_tokens"]).max())
             if len(kv)
             else float("nan")
         )
