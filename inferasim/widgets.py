@@ -1009,8 +1009,13 @@ class TieredCacheSizing(W.VBox):
         ``replicas``, ``routing``, ``simulate``. A slider the system has no
         tier for is disabled and counts as 0.
     shares : dict of str to float
-        Token hit ratio served by each tier (reuse analysis of one replica's
-        hierarchy over the whole trace) at the current settings.
+        Token hit ratio served by each tier of one replica's exclusive LRU
+        hierarchy over the whole trace (the stacked plot) at the current
+        settings.
+    limit_shares : dict of str to float, or str
+        The chosen system's own timing-free limit on one replica, by tier
+        (:func:`inferasim.reuse.replay_tiers` with each tier's write policy;
+        the readout's first numbers).
     stack_figure : matplotlib.figure.Figure
         Where the hits come from (HBM / DRAM / pool) against DRAM per replica.
     result, baseline : SimResult or None
@@ -1050,6 +1055,7 @@ class TieredCacheSizing(W.VBox):
         self.sim_png: bytes = b""
         self._curves: dict[tuple[str, int, int], pd.DataFrame] = {}
         self._ceilings: dict[str, float] = {}
+        self._limits: dict[tuple[Any, ...], dict[str, float] | str] = {}
         first = next(iter(self.workloads.values()))
         self.model_hbm_tokens = float(self.cost_model.kv_capacity_blocks(first.block_size) * first.block_size)
 
@@ -1177,6 +1183,49 @@ class TieredCacheSizing(W.VBox):
         curve = self.stack_curve().attrs["curve"]
         return tier_shares(curve, cap["hbm"], cap["dram"], cap["pool"], self.workload.block_size)
 
+    @property
+    def limit_shares(self) -> dict[str, float] | str:
+        """The chosen stack's timing-free limit on one replica, share by tier.
+
+        :func:`inferasim.reuse.replay_tiers` of the workload over one HBM of
+        the ``hbm`` setting and :meth:`tiers`, with each tier's own write
+        policy: what the simulator gives with one replica, unbounded links
+        and no latency. Keys ``"hbm"`` and the tiers' names. When the HBM
+        cannot hold some request at its peak (the replay's precondition),
+        the replay's message instead.
+
+        Examples
+        --------
+        >>> w = tiered_cache_sizing(_demo_workload(), system="lmcache", dram_tokens=1e5,
+        ...                         pool_tokens=1e6)
+        >>> sorted(w.limit_shares)
+        ['cpu', 'hbm', 'remote']
+        """
+        from inferasim.reuse import replay_tiers
+
+        cap = self.capacities()
+        key = (self.controls["trace"].value, self.controls["system"].value, cap["hbm"],
+               cap["dram"], cap["pool"])
+        if key not in self._limits:
+            try:
+                ref = replay_tiers(self.workload, int(cap["hbm"]), self.tiers(), replicas=1)
+                self._limits[key] = dict(ref.attrs["tier_hit_ratio"])
+            except ValueError as exc:  # an HBM below a request's peak: said, not hidden
+                self._limits[key] = str(exc)
+        return self._limits[key]
+
+    def _limit_text(self) -> str:
+        """The readout's sentence on :attr:`limit_shares`."""
+        limit = self.limit_shares
+        if isinstance(limit, str):
+            return f"Timing-free limit of this stack: none ({html.escape(limit)})"
+        parts = " + ".join(f"{_tier_label(k)} <b>{v:.1%}</b>" for k, v in limit.items())
+        return (
+            f"Timing-free limit of this stack on one replica (reuse.replay_tiers, each tier's "
+            f"write policy; what the simulator gives at unbounded bandwidth): {parts} = "
+            f"<b>{sum(limit.values()):.1%}</b>"
+        )
+
     def _redraw(self, _change: Any = None) -> None:
         _, dram_arg, pool_arg = TIER_SYSTEMS[self.controls["system"].value]
         self.controls["dram"].disabled = dram_arg is None
@@ -1219,9 +1268,10 @@ class TieredCacheSizing(W.VBox):
         self.readout.value = (
             f"per replica: HBM KV <b>{cap['hbm']:,.0f}</b> tokens{hbm_note}, "
             f"DRAM <b>{cap['dram']:,.0f}</b> tokens; shared pool <b>{cap['pool']:,.0f}</b> tokens "
-            f"({self.model_label}). Reuse analysis, one replica's exclusive LRU hierarchy over "
-            f"the whole trace: HBM <b>{shares['hbm']:.1%}</b> + dram <b>{shares['dram']:.1%}</b> + "
-            f"pool <b>{shares['pool']:.1%}</b> = <b>{total:.1%}</b> of prompt tokens "
+            f"({self.model_label}). {self._limit_text()} of prompt tokens. The plot: one "
+            f"replica's exclusive LRU hierarchy over the whole trace (every tier written on "
+            f"eviction), HBM <b>{shares['hbm']:.1%}</b> + dram <b>{shares['dram']:.1%}</b> + "
+            f"pool <b>{shares['pool']:.1%}</b> = <b>{total:.1%}</b> "
             f"(an infinite cache: {ceiling:.1%})"
         )
         what = self.tier_text()

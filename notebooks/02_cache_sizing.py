@@ -103,7 +103,8 @@ display(
 
 # %%
 wl = conv.window(0, WINDOW_MS) if WINDOW_MS else conv
-sim = ism.Simulator(replicas=4, routing="kv_cost", kv_tokens=3_000_000, seed=0)
+kv_tokens = 3_000_000 // conv.block_size * conv.block_size  # whole 512-token blocks, as the widget counts
+sim = ism.Simulator(replicas=4, routing="kv_cost", kv_tokens=kv_tokens, seed=0)
 res = sim.run(wl)
 res.requests.head()
 
@@ -184,8 +185,11 @@ display(
 # The tiered widget, `ism.widgets.tiered_cache_sizing`, wraps exactly that:
 # the HBM slider starts at the model's KV capacity (move it to override),
 # DRAM is per replica, the pool is one capacity for the fleet. The stacked
-# view shows, against DRAM per replica, which tier serves the hits; the
-# readout gives the shares at the chosen sizes. **simulate** runs the fleet
+# view shows, against DRAM per replica, which tier serves the hits in the
+# exclusive hierarchy above; the readout first gives the chosen stack's own
+# timing-free limit (`tiered.limit_shares`: `ism.reuse.replay_tiers` on one
+# replica, each tier written as its system writes it), then the plot's
+# shares at the chosen sizes. **simulate** runs the fleet
 # twice, with the tiers and with HBM only (same trace slice as above), and
 # shows TTFT with the time spent loading blocks from the tiers included.
 
@@ -218,7 +222,12 @@ display(
         f"{shares['hbm']:.1%} from HBM, {shares['dram']:.1%} from DRAM and {shares['pool']:.1%} from the pool "
         f"({sum(shares.values()):.1%} in all; `tiered_hit_rate` with the three capacities gives the same "
         f"{check['token_hit_ratio'].sum():.1%}). With the largest DRAM on the slider "
-        f"({ism.style.tokens_text(best['dram_tokens'])} tokens) DRAM alone serves {best['dram']:.1%}."
+        f"({ism.style.tokens_text(best['dram_tokens'])} tokens) DRAM alone serves {best['dram']:.1%}. "
+        f"The widget's own stack ({tiered.tier_text()}) has the timing-free limit "
+        + " + ".join(f"{name} {share:.1%}" for name, share in tiered.limit_shares.items())
+        + f" = {sum(tiered.limit_shares.values()):.1%} on one replica (`limit_shares`, the readout's "
+        "first numbers): its pool is written through, so it takes every computed block, not only "
+        "DRAM's evictions."
     )
 )
 

@@ -305,6 +305,40 @@ def test_tier_shares_equal_the_reuse_modules_tiered_replay(workloads, hbm, dram,
         assert f"{got['dram']:.1%}" in w.readout.value
 
 
+@pytest.mark.parametrize("system", ["custom", "lmcache", "mooncake_store", "vllm_offload"])
+def test_the_readout_gives_the_chosen_systems_timing_free_limit(workloads, system):
+    # The readout's first numbers are the system's own limit (its tiers' write
+    # policies, reuse.replay_tiers on one replica), not the exclusive picture
+    # of the plot: a written-through stack and an evict one differ there.
+    from inferasim.sim import Tier
+    from inferasim.widgets import tiered_cache_sizing
+
+    w = tiered_cache_sizing(workloads, system=system, dram_tokens=1.5e5, pool_tokens=3e5)
+    w.controls["hbm"].value = 5e4
+    for trace, wl in workloads.items():
+        w.controls["trace"].value = trace
+        tiers = w.tiers()
+        assert all(isinstance(t, Tier) for t in tiers)
+        ref = reuse.replay_tiers(wl, 50_000, tiers, replicas=1).attrs["tier_hit_ratio"]
+        got = w.limit_shares
+        assert got == pytest.approx(ref, abs=0) and list(got) == ["hbm", *(t.name for t in tiers)]
+        assert f"= <b>{sum(ref.values()):.1%}</b> of prompt tokens" in w.readout.value
+
+
+def test_the_readout_says_when_hbm_is_below_a_requests_peak(workloads):
+    # A 60-block prompt (30,720 tokens) and the HBM slider's lowest stop (fewer
+    # than 60 blocks of 512): the replay's precondition fails and the readout
+    # says so instead of a number.
+    from inferasim.widgets import tiered_cache_sizing
+
+    long = Workload.from_requests([0, 1], [60 * 512, 512], [2, 2], [list(range(60)), [0]])
+    w = tiered_cache_sizing({"long": long}, dram_tokens=1e5)
+    w.controls["hbm"].value = min(v for _, v in w.controls["hbm"].options)
+    assert w.capacities()["hbm"] < 60 * 512
+    assert isinstance(w.limit_shares, str) and "at its peak" in w.limit_shares
+    assert "Timing-free limit of this stack: none (" in w.readout.value
+
+
 def test_stacked_view_grows_with_dram_and_stays_under_the_ceiling(workloads):
     from inferasim.widgets import tiered_cache_sizing
 
