@@ -601,8 +601,8 @@ class ReplicaTiers:
         if not o.loads_left:
             self.ready.append(o)
 
-    def collect(self, t: float) -> list[Seq]:
-        """Owners whose loads were all delivered by ``t``, by delivery time then id."""
+    def _drain_all(self, t: float) -> None:
+        """Take every link's deliveries up to ``t`` (read, duplex write and pool links)."""
         for k, link in enumerate(self.links):
             if link.in_flight():
                 self._drain(k, t)
@@ -612,6 +612,10 @@ class ReplicaTiers:
         for pool in self.pool_list:
             if pool.link.in_flight():
                 pool.drain(t)
+
+    def collect(self, t: float) -> list[Seq]:
+        """Owners whose loads were all delivered by ``t``, by delivery time then id."""
+        self._drain_all(t)
         out = self.ready
         if out:
             self.ready = []
@@ -621,15 +625,7 @@ class ReplicaTiers:
     def next_delivery(self, t: float) -> float:
         """Earliest delivery after ``t`` on any link (a load or a write), inf if none;
         ``t`` itself when a load owner is already ready."""
-        for k, link in enumerate(self.links):
-            if link.in_flight():
-                self._drain(k, t)
-        for link in self.duplex_links:
-            if link.in_flight():
-                link.pop_delivered(t)
-        for pool in self.pool_list:
-            if pool.link.in_flight():
-                pool.drain(t)
+        self._drain_all(t)
         if self.ready:
             return t
         best = math.inf
