@@ -112,6 +112,50 @@ class TierStore:
             self.peak = len(blocks)
         return None
 
+    def put_all(self, ids: list[Any], distinct: bool = False) -> tuple[int, list[Any], bool]:
+        """Insert (or refresh) ``ids`` in order, as :meth:`put` one at a time would.
+
+        Returns how many were new, the ids evicted (LRU first) and whether
+        those are distinct (evicted in one batch; one put at a time may evict
+        an id, insert it again and evict it again). ``distinct``: the caller
+        knows ``ids`` are distinct (blocks evicted from one store).
+        """
+        blocks: dict[Any, int] = self.blocks
+        batch = True  # none held yet (a loop: cheaper compiled than keys().isdisjoint)
+        for h in ids:
+            if h in blocks:
+                batch = False
+                break
+        if batch and not distinct:
+            batch = len(set(ids)) == len(ids)
+        down: list[Any] = []
+        if batch:
+            # all new (the usual case): insert in order, then drop the overflow from
+            # the LRU end (the same as one put at a time)
+            order = self.order
+            stamp = self.base + len(order)
+            for h in ids:
+                blocks[h] = stamp
+                order.append(h)
+                stamp += 1
+            over = len(blocks) - self.capacity
+            if over > 0:
+                down = self.pop_oldest(over)
+                self.peak = self.capacity
+            elif len(blocks) > self.peak:
+                self.peak = len(blocks)
+            self.compact()
+            return len(ids), down, True
+        new = 0
+        for h in ids:
+            if h not in blocks:
+                new += 1
+            out = self.put(h)
+            if out is not None:
+                down.append(out)
+        self.compact()
+        return new, down, False
+
     def refresh(self, h: object) -> None:
         """Make ``h`` (held) the most recent."""
         blocks: dict[Any, int] = self.blocks
@@ -383,56 +427,11 @@ class ReplicaTiers:
         cascade its evictions down. ``distinct``: the caller knows the ids are
         distinct (blocks evicted from one store)."""
         store = self.stores[k]
-        blocks: dict[Any, int] = store.blocks
-        cap = store.capacity
-        nxt = self.below[k]
-        down: list[Any] = []
-        objs: list[Any] = ids  # (as objects: dict operations take them unboxed)
-        fast = True  # none held yet (a loop: cheaper compiled than keys().isdisjoint)
-        for h in objs:
-            if h in blocks:
-                fast = False
-                break
-        if fast and not distinct:
-            fast = len(set(objs)) == len(objs)
-        order = store.order
-        if fast:
-            # all new (the usual case): insert in order, then drop the overflow from
-            # the LRU end (the same as one put at a time)
-            new = len(objs)
-            stamp = store.base + len(order)
-            for h in objs:
-                blocks[h] = stamp
-                order.append(h)
-                stamp += 1
-            over = len(blocks) - cap
-            if over > 0:
-                down = store.pop_oldest(over)
-                if nxt < 0:  # the last tier drops them
-                    down = []
-                store.peak = cap
-            elif len(blocks) > store.peak:
-                store.peak = len(blocks)
-        else:  # one put at a time (TierStore.put, inlined)
-            new = 0
-            peak = store.peak
-            for h in objs:
-                if h in blocks:
-                    store.refresh(h)
-                    continue
-                new += 1
-                blocks[h] = store.base + len(order)
-                order.append(h)
-                if len(blocks) > cap:
-                    down.append(store.pop_oldest(1)[0])
-                elif len(blocks) > peak:
-                    peak = len(blocks)
-            store.peak = peak
-            if nxt < 0:
-                down = []
-        store.compact()
+        new, down, batch = store.put_all(ids, distinct)
+        if self.below[k] < 0:  # the last tier (or one above a through tier) drops them
+            down = []
         if store.log is not None:
-            store.log.append((t, len(blocks)))
+            store.log.append((t, len(store.blocks)))
         if new:
             nbytes = new * self.block_bytes
             link = self.wlinks[k]
@@ -452,9 +451,8 @@ class ReplicaTiers:
                 pool.link.start(t, nbytes)
                 if pool.link._pending and pool.link._pending[0][0] <= t:
                     pool.drain(t)
-        if down:  # (distinct when popped in one batch; one put at a time may evict
-            # a block, write it again and evict it again)
-            self._write(t, nxt, down, fast)
+        if down:
+            self._write(t, self.below[k], down, batch)
 
     def offload(self, t: float, ids: list[int]) -> None:
         """Blocks evicted from HBM at ``t`` (LRU first) go to the first active tier,
