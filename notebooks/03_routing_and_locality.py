@@ -212,9 +212,15 @@ display(
 #
 # * **HBM only**;
 # * **+ 3M DRAM each**: a `Tier` of 3M tokens per replica, over PCIe at
-#   50 GB/s (used locally: 30M tokens in all);
+#   50 GB/s (used locally: 30M tokens in all). A replica's own tier is
+#   written on eviction by default (`write="evict"`: it takes the blocks HBM
+#   drops, and a load moves them back up: an exclusive hierarchy);
+#   `ism.tiers.vllm_offload` writes every computed block instead;
 # * **+ 30M pool**: the same 30M tokens as one `Tier(..., shared=True)` that
-#   every replica reads and writes over its own 25 GB/s RDMA link;
+#   every replica reads and writes over its own 25 GB/s RDMA link. A shared
+#   tier is written through by default (`write="through"`: every prefill
+#   publishes its blocks, as Mooncake Store does), the semantics of the
+#   paper's Fig. 10 global cache (about 37.5% of tokens reused);
 #
 # under least-loaded and cache-aware routing. Blocks evicted from HBM move
 # down; a request loads the part of its prefix found below HBM when that is
