@@ -188,78 +188,31 @@ def make_policy(eviction: Any) -> Any:
 _POLICY_METHODS = ("inserted", "hit", "add", "discard", "forget", "pop", "__len__")
 
 
-class BlockCache:
-    """Content-addressed, reference-counted KV blocks of one replica.
+class PrefixIndex:
+    """The lookup side of a replica's prefix cache (internal).
 
-    Parameters
-    ----------
-    eviction : {"lru", "fifo", "lfu", "length_aware"} or EvictionPolicy, default "lru"
-        Which evictable block goes first when a new block is needed (see
-        the module docstring and :class:`inferasim.sim.eviction.EvictionPolicy`).
-    pages_per_block : int, default 1
-        Engine pages in one hash block; counts are in pages (see "Pages").
-    partial : bool, default True
-        With pages, evict page by page (an entry can lose its tail pages);
-        False evicts whole entries (what lower tiers, which store whole
-        blocks, need).
-
-    Attributes
-    ----------
-    ref : dict
-        Cached key -> reference count (0 = evictable).
-    pinned : int
-        Cached pages with a reference count > 0.
-    pages : int
-        Cached pages (pinned and evictable).
-    evictions : int
-        Entries evicted so far (whole; a partial entry counts when its last
-        page goes).
+    Which entries are cached (``ref``: key -> reference count), how many
+    pages each holds (``short``: the entries with fewer than
+    ``pages_per_block``), and the leading cached run of a prompt.
+    :class:`BlockCache` adds pinning, registering and eviction; the
+    scheduler and the routers only ask these questions.
 
     Examples
     --------
-    >>> c = BlockCache()
-    >>> c.register(7), c.register(8)
-    (True, True)
-    >>> c.release([7, 8])           # 8 (the tail) becomes evictable first
-    >>> c.match_len([7, 8, 9], 3), c.evictable_among([7, 8], 2)  # resident run, to revive
-    (2, 2)
-    >>> c.evict(1)
-    >>> c.match_len([7, 8, 9], 3), c.evictions
-    (1, 1)
-
-    With 4 pages a block, evicting 3 pages takes the tail pages of the
-    entry the policy picks (LRU: 8, released first):
-
-    >>> c = BlockCache(pages_per_block=4)
-    >>> _ = c.register(7), c.register(8); c.release([7, 8]); c.evict(3)
-    >>> c.match([7, 8, 9], 12), c.pages     # 4 pages of 7, then 1 of 8
-    ((5, 2), 5)
+    >>> c = BlockCache(pages_per_block=2); _ = c.register(1)
+    >>> c.size, c.entry_pages(1), c.match([1, 2], 4)
+    (1, 2, (2, 1))
     """
 
-    __slots__ = ("ref", "pinned", "pages", "evictions", "ppb", "short", "partial",
-                 "_policy", "_lru", "_od", "_victim", "_in_victim")
+    __slots__ = ("ref", "short", "ppb")
 
-    def __init__(self, eviction: Any = "lru", pages_per_block: int = 1,
-                 partial: bool = True) -> None:
-        self._policy: Any = make_policy(eviction)
-        self._lru = isinstance(self._policy, _LRU)
-        # the LRU order (empty for the other policies)
-        self._od: OrderedDict[Any, None] = (
-            self._policy._od if isinstance(self._policy, _LRU) else OrderedDict()
-        )
+    def __init__(self, pages_per_block: int = 1) -> None:
         # (keys typed Any: compiled, an int key is unboxed and boxed again around
         # every dict operation, allocating and freeing an int object a block)
         self.ref: dict[Any, int] = {}
-        self.pinned = 0
-        self.pages = 0
-        self.evictions = 0
-        self.ppb = pages_per_block
-        self.partial = partial
         # entries with fewer than ppb pages (partial ones, own pages)
         self.short: dict[int, int] = {}
-        # (pages) the entry losing pages now: out of the policy, ref 0, still resident
-        self._victim = 0
-        self._in_victim = False
+        self.ppb = pages_per_block
 
     @property
     def size(self) -> int:
@@ -271,17 +224,6 @@ class BlockCache:
         1
         """
         return len(self.ref)
-
-    @property
-    def evictable(self) -> int:
-        """Cached pages no running sequence uses.
-
-        Examples
-        --------
-        >>> c = BlockCache(); _ = c.register(1); c.release([1]); c.evictable
-        1
-        """
-        return self.pages - self.pinned
 
     def entry_pages(self, h: int) -> int:
         """Pages of a cached entry.
@@ -374,6 +316,86 @@ class BlockCache:
             if not ref[h]:
                 n += short.get(h, ppb)
         return n
+
+
+class BlockCache(PrefixIndex):
+    """Content-addressed, reference-counted KV blocks of one replica.
+
+    Parameters
+    ----------
+    eviction : {"lru", "fifo", "lfu", "length_aware"} or EvictionPolicy, default "lru"
+        Which evictable block goes first when a new block is needed (see
+        the module docstring and :class:`inferasim.sim.eviction.EvictionPolicy`).
+    pages_per_block : int, default 1
+        Engine pages in one hash block; counts are in pages (see "Pages").
+    partial : bool, default True
+        With pages, evict page by page (an entry can lose its tail pages);
+        False evicts whole entries (what lower tiers, which store whole
+        blocks, need).
+
+    Attributes
+    ----------
+    ref : dict
+        Cached key -> reference count (0 = evictable).
+    pinned : int
+        Cached pages with a reference count > 0.
+    pages : int
+        Cached pages (pinned and evictable).
+    evictions : int
+        Entries evicted so far (whole; a partial entry counts when its last
+        page goes).
+
+    Examples
+    --------
+    >>> c = BlockCache()
+    >>> c.register(7), c.register(8)
+    (True, True)
+    >>> c.release([7, 8])           # 8 (the tail) becomes evictable first
+    >>> c.match_len([7, 8, 9], 3), c.evictable_among([7, 8], 2)  # resident run, to revive
+    (2, 2)
+    >>> c.evict(1)
+    >>> c.match_len([7, 8, 9], 3), c.evictions
+    (1, 1)
+
+    With 4 pages a block, evicting 3 pages takes the tail pages of the
+    entry the policy picks (LRU: 8, released first):
+
+    >>> c = BlockCache(pages_per_block=4)
+    >>> _ = c.register(7), c.register(8); c.release([7, 8]); c.evict(3)
+    >>> c.match([7, 8, 9], 12), c.pages     # 4 pages of 7, then 1 of 8
+    ((5, 2), 5)
+    """
+
+    __slots__ = ("pinned", "pages", "evictions", "partial",
+                 "_policy", "_lru", "_od", "_victim", "_in_victim")
+
+    def __init__(self, eviction: Any = "lru", pages_per_block: int = 1,
+                 partial: bool = True) -> None:
+        self._policy: Any = make_policy(eviction)
+        self._lru = isinstance(self._policy, _LRU)
+        # the LRU order (empty for the other policies)
+        self._od: OrderedDict[Any, None] = (
+            self._policy._od if isinstance(self._policy, _LRU) else OrderedDict()
+        )
+        super().__init__(pages_per_block)
+        self.pinned = 0
+        self.pages = 0
+        self.evictions = 0
+        self.partial = partial
+        # (pages) the entry losing pages now: out of the policy, ref 0, still resident
+        self._victim = 0
+        self._in_victim = False
+
+    @property
+    def evictable(self) -> int:
+        """Cached pages no running sequence uses.
+
+        Examples
+        --------
+        >>> c = BlockCache(); _ = c.register(1); c.release([1]); c.evictable
+        1
+        """
+        return self.pages - self.pinned
 
     def acquire(self, ids: Sequence[Any]) -> None:
         """Pin cached entries for a sequence (one reference each).
