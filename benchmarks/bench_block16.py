@@ -37,6 +37,11 @@ simulator, this branch (again)         0.395    3.938    9.96x
 simulator, main (same hour)            0.341    5.309    15.6x
 =====================================  =======  =======  ======
 
+Again on December 3 (default engine rules, vLLM v1's: 16-token pages; speed
+index 0.35-0.41 s, one other job running): reuse curve 0.030 s vs 0.094 s
+(3.12x), simulator 0.184 s vs 2.177 s (11.9x; under the whole-block rules
+0.091 s vs 0.971 s, 10.7x).
+
 The curve replays linked runs of blocks (ids that always occur together,
 :mod:`inferasim.reuse._chains`) as one weighted block: the 16-token copy has
 37,454 runs (as many as the 512-token trace), found by two compiled passes
