@@ -10,6 +10,10 @@ without latency.
 
 from __future__ import annotations
 
+import importlib.util
+import sys
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -61,27 +65,43 @@ def test_second_request_moves_only_its_unshared_tail(fast):
 
 
 @pytest.mark.parametrize("fast", [True, False])
-def test_handoff_goes_to_the_decode_instance_holding_the_prefix(fast):
-    # A at 0: 48 tokens (blocks 1, 2, 3), 40 out: decode instance 1 (index tie),
-    # delivered at 7.4 + 3 = 10.4, decoding until well after 60. B at 20: 48 fresh
-    # tokens (blocks 7, 8, 9), 2 out: decode instance 2 (no active block there);
-    # it finishes by 20 + 7.4 + 3 + 5.1 = 35.5. C at 60: 48 tokens (blocks 1, 2, 4)
-    # while A still runs on instance 1 (which has more active blocks than instance 2).
-    # Without the decode cache C goes to instance 2 and moves all 48 tokens (3 ms);
-    # with it, to instance 1, which holds blocks 1, 2 pinned by A: C pins them too
-    # (shared), reserves only ceil(49 / 16) - 2 = 2 pages and moves 16 tokens (1 ms).
+def test_a_tie_goes_to_the_decode_instance_holding_the_prefix(fast):
+    # A at 0: 48 tokens (blocks 1, 2, 3), 40 out: decode instance 1 (both empty: the
+    # lowest index), delivered at 7.4 + 3 = 10.4, finishing at 10.4 + 39 * 5.1 =
+    # 209.3 (each step 5.1: one sequence, no prefill). B at 20: 48 tokens (blocks
+    # 7, 8, 9), 2 out: decode instance 2 (A holds blocks on 1), finishing at 20 +
+    # 7.4 + 3 + 5.1 = 35.5. C at 300: 48 tokens (blocks 7, 8, 4), 2 out: both decode
+    # instances hold no active block. Without the decode cache the tie goes to
+    # instance 1 and C moves all 48 tokens (3 ms); with it, to instance 2, which
+    # holds blocks 7, 8 (evictable since B's finish): C pins them, reserves only
+    # ceil(49 / 16) - 2 = 2 pages and moves 16 tokens (1 ms).
     wl = Workload.from_requests(
-        [0.0, 20.0, 60.0], [48, 48, 48], [40, 2, 3],
-        hash_ids=[[1, 2, 3], [7, 8, 9], [1, 2, 4]], block_size=BS,
+        [0.0, 20.0, 300.0], [48, 48, 48], [40, 2, 2],
+        hash_ids=[[1, 2, 3], [7, 8, 9], [7, 8, 4]], block_size=BS,
     )
     with_cache = run(wl, replicas=split(decode=2), fast=fast).requests
     without = run(wl, replicas=split(decode=2, decode_cache=False), fast=fast).requests
-    assert without["decode_replica"].tolist() == [1, 2, 2]
-    assert with_cache["decode_replica"].tolist() == [1, 2, 1]
+    assert without["decode_replica"].tolist() == [1, 2, 1]
+    assert with_cache["decode_replica"].tolist() == [1, 2, 2]
     assert with_cache["decode_hit_tokens"].tolist() == [0, 0, 32]
     assert with_cache["transfer_ms"].tolist() == pytest.approx([3.0, 3.0, 1.0])
     assert without["transfer_ms"].tolist() == pytest.approx([3.0, 3.0, 3.0])
-    assert (with_cache["status"] == "finished").all()
+    assert with_cache["finish_ms"].tolist()[:2] == pytest.approx([209.3, 35.5])
+
+
+@pytest.mark.parametrize("fast", [True, False])
+def test_a_shared_prefix_pinned_by_a_running_sequence_is_held(fast):
+    # A at 0: 48 tokens (blocks 1, 2, 3), 40 out, decoding on the one decode instance
+    # from 10.4 to 209.3. B at 60: 48 tokens (blocks 1, 2, 4), 2 out, while A runs:
+    # the decode instance holds blocks 1, 2 pinned by A; B pins them too and moves
+    # 16 tokens (1 ms). Both finish: the shared blocks' references are counted.
+    wl = Workload.from_requests(
+        [0.0, 60.0], [48, 48], [40, 2], hash_ids=[[1, 2, 3], [1, 2, 4]], block_size=BS,
+    )
+    req = run(wl, replicas=split(), fast=fast).requests
+    assert req["decode_hit_tokens"].tolist() == [0, 32]
+    assert req["transfer_ms"].tolist() == pytest.approx([3.0, 1.0])
+    assert (req["status"] == "finished").all()
 
 
 def test_full_prompt_held_moves_no_bytes():
@@ -182,3 +202,36 @@ def test_without_shared_prefixes_the_requests_are_the_same(wl, cfg):
     decode_preempted = (off["preemptions"] > 0) & (off["decode_replica"] >= 0)
     if not decode_preempted.any():
         pd.testing.assert_frame_equal(on.drop(columns="decode_hit_tokens"), off, check_exact=True)
+
+
+BENCH = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_decode_cache.py"
+
+
+def _bench():
+    """benchmarks/bench_decode_cache.py as a module (its folder on sys.path while loading)."""
+    spec = importlib.util.spec_from_file_location("bench_decode_cache", BENCH)
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    sys.path.insert(0, str(BENCH.parent))
+    try:
+        spec.loader.exec_module(mod)
+    finally:
+        sys.path.remove(str(BENCH.parent))
+    return mod
+
+
+def test_readme_decode_cache_numbers(conversation_path):
+    # The README's "Disaggregation" section quotes the benchmark's table on the
+    # conversation trace: handoff GB, held share, mean TTFT and TPOT of both runs.
+    (_, off_gb, _, off_ttft, off_tpot), (_, on_gb, on_share, on_ttft, on_tpot) = (
+        _bench().handoff_table(Workload.from_mooncake(conversation_path))
+    )
+    assert on_gb < off_gb
+    text = (BENCH.parents[1] / "README.md").read_text()
+    section = " ".join(text.split("### Disaggregation", 1)[1].split("\n### ", 1)[0].split())
+    quoted = (
+        f"move {on_gb:,.0f} GB instead of {off_gb:,.0f} GB ({100 * on_share:.1f}% of the "
+        f"handed-off prompt tokens were already on the decode instance), mean TTFT "
+        f"{on_ttft:.1f} / {off_ttft:.1f} ms and TPOT {on_tpot:.2f} / {off_tpot:.2f} ms"
+    )
+    assert quoted in section

@@ -383,9 +383,10 @@ class Disaggregated:
         Each decode instance keeps the prompts' full hash blocks as a prefix
         cache (its own, with the fleet's eviction policy: registered when a
         sequence's KV arrives, pinned while it runs, evictable after). A
-        handoff goes to the decode instance holding the longest leading run
-        of the prompt's blocks (then the fewest active blocks), which pins
-        that run and reserves only the missing pages; the handoff moves only
+        handoff goes to a decode instance with the fewest active blocks as
+        before, ties to the one holding the longest leading run of the
+        prompt's blocks, which pins that run and reserves only the missing
+        pages; the handoff moves only
         the rest (``(input_len - decode_hit_tokens) * kv_bytes_per_token``
         bytes). The request frame gets a ``decode_hit_tokens`` column. KV
         tiers (``Simulator(tiers=...)``) apply to the prefill instances only;

@@ -24,11 +24,14 @@ prefill calls its handoff off (transfer stopped, decode reservation freed).
 
 With ``decode_cache`` each decode instance keeps the prompts' full hash
 blocks as a prefix cache (registered on delivery, pinned while the sequence
-runs, evictable after): step 1 prefers the instance holding the longest
-leading run of the prompt's blocks (then the fewest active blocks), pins
-that run and reserves only the missing pages, and step 2 moves only the
-rest, ``(input_len - held_tokens) * kv_bytes_per_token`` bytes. (The room
-check still asks for the whole prompt's pages.)
+runs, evictable after): step 1 breaks ties between the instances with the
+fewest active blocks by the longest leading run of the prompt's blocks they
+hold (then the lowest index), pins that run and reserves only the missing
+pages, and step 2 moves only the rest, ``(input_len - held_tokens) *
+kv_bytes_per_token`` bytes. (The room check still asks for the whole
+prompt's pages. Preferring the holder over the balance, tried on the
+conversation trace, held a little less and raised the mean TPOT by 9%: it
+piles the sessions' turns onto fewer decode instances.)
 """
 
 from __future__ import annotations
@@ -192,8 +195,8 @@ class Handoffs:
     def decode_with_room(self, need: int, t: float, seq: Seq | None = None) -> int:
         """The decode instance with room for ``need`` blocks and the fewest active
         ones (ties to the lowest index), brought up to ``t``; -1 if none has room.
-        With ``seq`` (a decode prefix cache), first the one holding the longest
-        leading run of its prompt's blocks.
+        With ``seq`` (a decode prefix cache), ties go first to the one holding
+        the longest leading run of its prompt's blocks.
 
         Memory and queue only change where a replica wakes, so only the ones
         waking by ``t`` are advanced to read them (and then the chosen one);
@@ -224,7 +227,7 @@ class Handoffs:
             # (the cache's entries stay put until an allocation evicts, which no
             # step of a stretch read off does: looked up as they are now)
             hit = rep.kv.held_prefix(seq.ids, seq.prompt) if seq is not None else 0
-            if best < 0 or hit > best_hit or (hit == best_hit and act < best_active):
+            if best < 0 or act < best_active or (act == best_active and hit > best_hit):
                 best = j
                 best_active = act
                 best_hit = hit
