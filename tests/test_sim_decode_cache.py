@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import importlib.util
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -133,11 +134,7 @@ def test_config_names_the_decode_cache_only_when_on():
 
 def _with_cache(cfg: dict, on: bool = True) -> dict:
     """``cfg`` with its disaggregated fleet's ``decode_cache`` set to ``on``."""
-    fleet = cfg["replicas"]
-    return {**cfg, "replicas": Disaggregated(
-        fleet.prefill, fleet.decode, fleet.handoff_gbps, fleet.handoff_latency_us,
-        fleet.layerwise, fleet.handoff_tier, on,
-    )}
+    return {**cfg, "replicas": replace(cfg["replicas"], decode_cache=on)}
 
 
 def _moved_tokens(req) -> np.ndarray:

@@ -47,7 +47,7 @@ def get_params(obj: Any, deep: bool = True) -> dict[str, Any]:
     >>> get_params(EngineConfig(max_num_seqs=64))["max_num_seqs"]
     64
     >>> sorted(get_params(Disaggregated(prefill=2, decode=2)))[:3]
-    ['decode', 'handoff_gbps', 'handoff_latency_us']
+    ['decode', 'decode_cache', 'handoff_gbps']
     """
     own = getattr(obj, "get_params", None)
     if callable(own) and not isinstance(obj, type):
