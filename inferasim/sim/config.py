@@ -47,7 +47,7 @@ def get_params(obj: Any, deep: bool = True) -> dict[str, Any]:
     >>> get_params(EngineConfig(max_num_seqs=64))["max_num_seqs"]
     64
     >>> sorted(get_params(Disaggregated(prefill=2, decode=2)))[:3]
-    ['decode', 'handoff_gbps', 'handoff_latency_us']
+    ['decode', 'decode_cache', 'handoff_gbps']
     """
     own = getattr(obj, "get_params", None)
     if callable(own) and not isinstance(obj, type):
@@ -379,12 +379,26 @@ class Disaggregated:
         transfers, moving at ``handoff_gbps``, with the tier's
         ``latency_us`` (``handoff_latency_us`` does not apply). None
         (default): a handoff link of its own.
+    decode_cache : bool, default False
+        Each decode instance keeps the prompts' full hash blocks as a prefix
+        cache (its own, with the fleet's eviction policy: registered when a
+        sequence's KV arrives, pinned while it runs, evictable after). A
+        handoff goes to a decode instance with the fewest active blocks as
+        before, ties to the one holding the longest leading run of the
+        prompt's blocks, which pins that run and reserves only the missing
+        pages; the handoff moves only
+        the rest (``(input_len - decode_hit_tokens) * kv_bytes_per_token``
+        bytes). The request frame gets a ``decode_hit_tokens`` column. KV
+        tiers (``Simulator(tiers=...)``) apply to the prefill instances only;
+        a decode instance's prefix lives in its HBM.
 
     Examples
     --------
     >>> fleet = Disaggregated(prefill=8, decode=8, handoff_gbps=25.0)
     >>> fleet.replicas
     16
+    >>> Disaggregated(2, 2, decode_cache=True).decode_cache
+    True
     """
 
     prefill: int
@@ -393,6 +407,7 @@ class Disaggregated:
     handoff_latency_us: float = 5.0
     layerwise: bool = False
     handoff_tier: str | None = None
+    decode_cache: bool = False
 
     @property
     def replicas(self) -> int:
@@ -426,4 +441,11 @@ class Disaggregated:
             raise ValueError(
                 f"replicas.handoff_tier must be None or a tier's name, got {tier!r}"
             )
-        return Disaggregated(prefill, decode, gbps, latency, self.layerwise, tier)
+        if not isinstance(self.decode_cache, bool):
+            raise ValueError(
+                "replicas.decode_cache (Disaggregated(decode_cache=...)) must be a bool, "
+                f"got {self.decode_cache!r}"
+            )
+        return Disaggregated(
+            prefill, decode, gbps, latency, self.layerwise, tier, self.decode_cache
+        )

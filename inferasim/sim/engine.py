@@ -71,6 +71,7 @@ class Topology:
     handoff_latency_us: float = 5.0
     layerwise: bool = False
     handoff_tier: str | None = None  # handoffs on the prefill instances' links to it
+    decode_cache: bool = False  # decode instances keep a prefix cache
 
 
 def simulate(
@@ -155,7 +156,9 @@ def simulate(
             Link(topology.handoff_gbps, topology.handoff_latency_us) for _ in range(routed)
         ]
         hs = Handoffs(reps[:routed], reps[routed:], links, out, col.page, kvb, topology.layerwise,
-                      nics, topology.handoff_gbps)
+                      nics, topology.handoff_gbps, topology.decode_cache)
+        for rep in reps[routed:]:
+            rep.decode_cache = topology.decode_cache
         fleet = DisaggregatedFleet(
             reps[:routed], reps[routed:], hs, col, out, ctx, router, admission, Request,
             arrivals, closed,

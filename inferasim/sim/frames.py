@@ -110,6 +110,12 @@ def request_frame(wl: Workload, run: RunOutput, config: dict[str, Any]) -> pd.Da
             req.insert(pos + 1, "handoff_wait_ms", np.maximum(xs - first, 0.0))
         req.insert(pos + 2, "transfer_ms", dl - xs)
         req.insert(pos + 3, "decode_queue_ms", ds - dl)
+        if config.get("decode_cache"):  # prompt tokens the decode instance held (not moved)
+            req.insert(
+                req.columns.get_loc("cached_tokens") + 1,
+                "decode_hit_tokens",
+                col(out.decode_hit, np.int64),
+            )
     return req
 
 

@@ -21,6 +21,17 @@ With ``layerwise`` steps 1-2 happen when the prefill starts (the KV streams
 out layer by layer as it is computed) and the sequence is delivered at the
 later of the transfer's end and the prefill's end; a preempted layerwise
 prefill calls its handoff off (transfer stopped, decode reservation freed).
+
+With ``decode_cache`` each decode instance keeps the prompts' full hash
+blocks as a prefix cache (registered on delivery, pinned while the sequence
+runs, evictable after): step 1 breaks ties between the instances with the
+fewest active blocks by the longest leading run of the prompt's blocks they
+hold (then the lowest index), pins that run and reserves only the missing
+pages, and step 2 moves only the rest, ``(input_len - held_tokens) *
+kv_bytes_per_token`` bytes. (The room check still asks for the whole
+prompt's pages. Preferring the holder over the balance, tried on the
+conversation trace, held a little less and raised the mean TPOT by 9%: it
+piles the sessions' turns onto fewer decode instances.)
 """
 
 from __future__ import annotations
@@ -36,15 +47,19 @@ class Flight:
     """One handoff's transfer: the sequence, its prefill and decode instances, the
     transfer's id on the prefill instance's link, and what is done."""
 
-    __slots__ = ("seq", "p", "d", "prefilled", "delivered", "tid")
+    __slots__ = ("seq", "p", "d", "prefilled", "delivered", "tid", "held")
 
-    def __init__(self, seq: Seq, p: int, d: int, prefilled: bool, tid: int) -> None:
+    def __init__(
+        self, seq: Seq, p: int, d: int, prefilled: bool, tid: int, held: int = -1
+    ) -> None:
         self.seq = seq
         self.p = p
         self.d = d
         self.prefilled = prefilled
         self.delivered = False
         self.tid = tid
+        # (decode_cache) leading prompt blocks the decode instance held, pinned; -1: no cache
+        self.held = held
 
 
 #: A handoff event of a prefill instance: (prefill done? (None: preempted), seq,
@@ -72,6 +87,7 @@ class Handoffs:
         layerwise: bool,
         nics: list[SharedLink] | None = None,
         handoff_gbps: float = 50.0,
+        decode_cache: bool = False,
     ) -> None:
         self.pre = pre
         self.dec = dec
@@ -84,6 +100,7 @@ class Handoffs:
         # those), each moving at ``handoff_gbps``; None: links of their own
         self.nics = nics
         self.gbps = handoff_gbps
+        self.decode_cache = decode_cache
         self.waiting_room: list[tuple[Seq, int]] = []
         self.flight: dict[tuple[int, int], Flight] = {}
         self.by_seq: dict[int, Flight] = {}
@@ -175,9 +192,11 @@ class Handoffs:
             self.waiting_room.append((seq, p))
 
     # ------------------------------------------------------------- placing
-    def decode_with_room(self, need: int, t: float) -> int:
+    def decode_with_room(self, need: int, t: float, seq: Seq | None = None) -> int:
         """The decode instance with room for ``need`` blocks and the fewest active
         ones (ties to the lowest index), brought up to ``t``; -1 if none has room.
+        With ``seq`` (a decode prefix cache), ties go first to the one holding
+        the longest leading run of its prompt's blocks.
 
         Memory and queue only change where a replica wakes, so only the ones
         waking by ``t`` are advanced to read them (and then the chosen one);
@@ -190,6 +209,7 @@ class Handoffs:
         dec = self.dec
         best = -1
         best_active = 0
+        best_hit = 0
         readoff = not self.busy
         skipped: list[Replica] = []
         for j in range(len(dec)):
@@ -204,9 +224,13 @@ class Handoffs:
             if rep.kv.capacity - kv < need:
                 continue
             act = kv + rep.sched.queued_blocks
-            if best < 0 or act < best_active:
+            # (the cache's entries stay put until an allocation evicts, which no
+            # step of a stretch read off does: looked up as they are now)
+            hit = rep.kv.held_prefix(seq.ids, seq.prompt) if seq is not None else 0
+            if best < 0 or act < best_active or (act == best_active and hit > best_hit):
                 best = j
                 best_active = act
+                best_hit = hit
         if best >= 0:
             dec[best].advance(t)
         else:  # the handoff waits: the loop then wakes on decode changes
@@ -218,17 +242,26 @@ class Handoffs:
         """Reserve decode room for ``seq`` (from prefill instance ``p``) and start its
         transfer at ``t``; False (nothing done) when no decode instance has room."""
         need = -(-(seq.prompt + 1) // self.bs)
-        d = self.decode_with_room(need, t)
+        cached = self.decode_cache
+        d = self.decode_with_room(need, t, seq if cached else None)
         if d < 0:
             return False
-        self.dec[d].reserve(need)
+        dec = self.dec[d]
+        held = -1
+        size = seq.prompt * self.kvb
+        if cached:  # the held leading run is pinned, neither reserved nor sent
+            held = dec.pin_prefix(seq.ids, seq.prompt)
+            need -= held * dec.kv.ppb
+            size = (seq.prompt - held * dec.kv.bs) * self.kvb
+            self.out.decode_hit[seq.rid] = held * dec.kv.bs
+        dec.reserve(need)
         nics = self.nics
         if nics is not None:
-            tid = nics[p].start_handoff(t, seq.prompt * self.kvb, self.gbps)
+            tid = nics[p].start_handoff(t, size, self.gbps)
         else:
-            tid = self.links[p].start(t, seq.prompt * self.kvb)
+            tid = self.links[p].start(t, size)
         self.out.xfer_start[seq.rid] = t
-        rec = Flight(seq, p, d, done, tid)
+        rec = Flight(seq, p, d, done, tid, held)
         self.flight[(p, tid)] = rec
         self.by_seq[seq.rid] = rec
         return True
@@ -241,7 +274,7 @@ class Handoffs:
         rep.release_kv(seq, t)
         dec = self.dec[rec.d]
         dec.advance(t)
-        dec.deliver(seq, t)
+        dec.deliver(seq, t, rec.held)
         del self.by_seq[seq.rid]
 
     def call_off(self, seq: Seq, t: float) -> None:
@@ -262,7 +295,9 @@ class Handoffs:
             del self.flight[(p, rec.tid)]
         dec = self.dec[rec.d]
         dec.advance(t)
-        dec.unreserve(-(-(seq.prompt + 1) // self.bs), t)
+        held = rec.held if rec.held > 0 else 0
+        need = -(-(seq.prompt + 1) // self.bs) - held * dec.kv.ppb
+        dec.unreserve(need, t, seq.ids[:held] if held else None)
 
 
 def _event_time(event: Event) -> float:

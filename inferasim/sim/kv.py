@@ -188,6 +188,33 @@ class KVManager:
         seq.cpages += add
         self.private -= add
 
+    # ------------------------------------------------- decode prefix cache
+    def held_prefix(self, ids: list[Any], tokens: int) -> int:
+        """Leading complete hash blocks of a ``tokens``-token prompt (``ids``) cached
+        here (a decode instance keeping a prefix cache: what a handoff need not
+        move; a partial entry ends the run)."""
+        ref = self.cache.ref
+        short = self.cache.short
+        n = tokens // self.bs
+        lim = n if n < len(ids) else len(ids)
+        m = 0
+        while m < lim and ids[m] in ref and not (short and ids[m] in short):
+            m += 1
+        return m
+
+    def adopt(self, seq: Seq, m: int) -> None:
+        """A handed-off ``seq`` arrived whose ``m`` leading blocks were pinned here at
+        placement: cache the rest of its full prompt blocks (pinned by it; one
+        cached already stays a private copy)."""
+        ids = seq.ids
+        n = seq.prompt // self.bs
+        hashed = ids[:m]
+        k = self.cache.register_run(ids[m : n if n < len(ids) else len(ids)], hashed, m)
+        self.private -= k * self.ppb
+        seq.hashed = hashed
+        seq.cpages = len(hashed) * self.ppb
+        seq.hit = m
+
     # -------------------------------------------------------------- lookup
     def hbm_run(self, ids: list[Any], limit: int) -> int:
         """Length of the leading run of ``ids[:limit]`` resident in HBM (hash blocks)."""

@@ -111,6 +111,8 @@ class Replica:
         self.stalled = False  # work waits but nothing can run (KV held or reserved)
         self.idle_wait = False  # nothing can run before a load arrives (clock = then)
         self.next_wake = math.inf  # see wake()
+        # a decode instance keeping a prefix cache (its finishes may free no page)
+        self.decode_cache = False
 
     # --------------------------------------------------------------- driving
     def arrive(self, seq: Seq, t: float) -> None:
@@ -278,7 +280,7 @@ class Replica:
         """KV blocks held (private plus pinned) after ``advance(t)``, without
         advancing, or -1 when that needs the advance itself."""
         if self.stretch.steps:
-            return self.stretch.kv_at(t, self.role == "decode")
+            return self.stretch.kv_at(t, self.role == "decode" and not self.decode_cache)
         return self.kv.running if self.next_wake > t else -1
 
     # ------------------------------------------------------- disaggregation
@@ -297,18 +299,36 @@ class Replica:
         kv.note_peak()
         self.next_wake = self._wake()
 
-    def unreserve(self, n: int, t: float) -> None:
-        """Free ``n`` blocks reserved for a handoff called off at ``t`` (decode
-        instance; after ``advance(t)``)."""
+    def pin_prefix(self, ids: list[int], tokens: int) -> int:
+        """Pin the leading run of a ``tokens``-token prompt's blocks ``ids`` this
+        decode instance holds (see :meth:`KVManager.held_prefix`), for a handoff
+        placed now (after ``advance(t)``); returns its length (hash blocks)."""
+        kv = self.kv
+        m = kv.held_prefix(ids, tokens)
+        if m:
+            if self.stretch.steps:  # (revived pages are no longer evictable)
+                self.stretch.cut()
+            kv.cache.acquire(ids[:m])
+        return m
+
+    def unreserve(self, n: int, t: float, ids: list[int] | None = None) -> None:
+        """Free ``n`` blocks reserved for a handoff called off at ``t``, and unpin
+        the held prefix ``ids`` (decode instance; after ``advance(t)``)."""
         self._changed_at(t)
         self.kv.private -= n
+        if ids:
+            self.kv.cache.release(ids)
         self._unstall(t, busy=True)
         self.next_wake = self._wake()
 
-    def deliver(self, seq: Seq, t: float) -> None:
+    def deliver(self, seq: Seq, t: float, held: int = -1) -> None:
         """A handed-off sequence's KV arrived at ``t`` (decode instance; after
-        ``advance(t)``): it joins the decode batch at the next step."""
+        ``advance(t)``): it joins the decode batch at the next step. ``held``
+        (with a prefix cache): its leading blocks pinned at placement; the
+        prompt's other full blocks are cached now."""
         self._changed_at(t)
+        if held >= 0:
+            self.kv.adopt(seq, held)
         sched = self.sched
         if not sched.in_step and not sched.has_work:
             sched.clock = t

@@ -105,3 +105,4 @@ class RequestLog:
         self.xfer_start = nan * n
         self.delivered = nan * n
         self.decode_start = nan * n
+        self.decode_hit = zero * n  # prompt tokens the decode instance held (decode_cache)

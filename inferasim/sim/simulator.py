@@ -427,6 +427,8 @@ class _RunPlan:
             )
             if topo.handoff_tier is not None:
                 config["handoff_tier"] = topo.handoff_tier
+            if topo.decode_cache:
+                config["decode_cache"] = True
         stack = self.stack
         if stack.tiers:
             config["tiers"] = list(stack.tiers)
@@ -462,7 +464,7 @@ def _topology(fleet: int | Disaggregated, cost: Any) -> Topology:
         )
     return Topology(
         fleet.prefill, fleet.decode, fleet.handoff_gbps, fleet.handoff_latency_us, fleet.layerwise,
-        fleet.handoff_tier,
+        fleet.handoff_tier, fleet.decode_cache,
     )
 
 
