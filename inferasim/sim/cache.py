@@ -55,7 +55,7 @@ from collections.abc import Sequence
 from itertools import islice
 from typing import Any
 
-__all__ = ["BlockCache", "EVICTION_POLICIES", "make_policy", "own_key"]
+__all__ = ["BlockCache", "EVICTION_POLICIES", "PrefixIndex", "make_policy", "own_key"]
 
 #: Keys of own-page entries lie above every int64 hash id.
 OWN_BASE = 1 << 64
