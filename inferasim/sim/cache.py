@@ -195,7 +195,7 @@ class PrefixIndex:
     pages each holds (``short``: the entries with fewer than
     ``pages_per_block``), and the leading cached run of a prompt.
     :class:`BlockCache` adds pinning, registering and eviction; the
-    scheduler and the routers only ask these questions.
+    routers ask only these questions (the scheduler asks them before it pins).
 
     Examples
     --------
