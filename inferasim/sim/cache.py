@@ -53,12 +53,13 @@ import heapq
 from collections import OrderedDict
 from collections.abc import Sequence
 from itertools import islice
-from typing import Any
+from typing import Any, Final
 
 __all__ = ["BlockCache", "EVICTION_POLICIES", "PrefixIndex", "make_policy", "own_key"]
 
-#: Keys of own-page entries lie above every int64 hash id.
-OWN_BASE = 1 << 64
+#: Keys of own-page entries lie above every int64 hash id (Final: compiled, a
+#: constant instead of a module-dict lookup at every use).
+OWN_BASE: Final = 1 << 64
 
 
 def own_key(rid: int) -> int:
@@ -408,16 +409,20 @@ class BlockCache(PrefixIndex):
         ref, policy = self.ref, self._policy
         if self.ppb != 1 or self.short:
             short, ppb = self.short, self.ppb
+            lru, od = self._lru, self._od
             for h in ids:
                 r = ref[h]
                 if r == 0:
                     if self._in_victim and h == self._victim:
                         self._in_victim = False
+                    elif lru:  # (the LRU order itself: no policy call a block)
+                        del od[h]
                     else:
                         policy.discard(h)
                     self.pinned += short.get(h, ppb)
                 ref[h] = r + 1
-                policy.hit(h)
+                if not lru:  # (LRU keeps no hit counts)
+                    policy.hit(h)
             return
         if self._lru:  # (LRU keeps no hit counts: the revived blocks leave its order)
             od = self._od
@@ -541,13 +546,19 @@ class BlockCache(PrefixIndex):
         ref = self.ref
         if self.ppb != 1 or self.short:
             short, ppb = self.short, self.ppb
+            lru, od = self._lru, self._od
             add = self._policy.add
+            freed = 0
             for h in reversed(ids):
                 r = ref[h] - 1
                 ref[h] = r
                 if r == 0:
-                    self.pinned -= short.get(h, ppb)
-                    add(h)
+                    freed += short.get(h, ppb)
+                    if lru:  # (the LRU order itself: no policy call a block)
+                        od[h] = None
+                    else:
+                        add(h)
+            self.pinned -= freed
             return
         if self._lru:  # (the freed blocks join the LRU order: count them by its growth)
             od = self._od
@@ -610,28 +621,39 @@ class BlockCache(PrefixIndex):
         self.pages -= n
 
     def _evict_pages(self, n: int, out: list[int] | None) -> None:
+        """:meth:`evict` counted in pages: the policy's entries tail pages first
+        (an entry that has more pages than are still needed loses only its tail)."""
         if n > self.pages - self.pinned:
             raise RuntimeError(f"cannot evict {n} pages: {self.pages - self.pinned} evictable")
         policy, ref, short, ppb = self._policy, self.ref, self.short, self.ppb
+        lru, od = self._lru, self._od
+        pages = self.pages  # (counted in locals, stored once)
+        evictions = self.evictions
         while n > 0:
             if self._in_victim:
-                h = self._victim
+                h: Any = self._victim  # (Any: a dict key kept boxed, see ref)
+            elif lru:  # (the LRU order itself: no policy call an entry)
+                h = od.popitem(last=False)[0]
             else:
                 h = policy.pop()
             p = short.get(h, ppb)
             if p > n and self.partial:
                 short[h] = p - n
-                self.pages -= n
+                pages -= n
                 self._victim = h
                 self._in_victim = True
-                return
+                break
             self._in_victim = False
             del ref[h]
-            if p != ppb or h >= OWN_BASE:
+            own = h >= OWN_BASE
+            if p != ppb or own:
                 del short[h]
-            policy.forget(h)
-            self.pages -= p
-            self.evictions += 1
+            if not lru:
+                policy.forget(h)
+            pages -= p
+            evictions += 1
             n -= p
-            if out is not None and h < OWN_BASE:
+            if out is not None and not own:
                 out.append(h)
+        self.pages = pages
+        self.evictions = evictions
