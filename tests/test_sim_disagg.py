@@ -10,7 +10,15 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
-from helpers import assert_same, hypothesis_settings, runner, sim_configs, sim_workloads, simulate
+from helpers import (
+    assert_same,
+    busy_workloads,
+    hypothesis_settings,
+    runner,
+    sim_configs,
+    sim_workloads,
+    simulate,
+)
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -165,7 +173,7 @@ def disagg_configs(draw) -> dict:
 
 
 @SETTINGS
-@given(wl=sim_workloads(), cfg=disagg_configs())
+@given(wl=st.one_of(sim_workloads(), busy_workloads()), cfg=disagg_configs())
 def test_disaggregated_jump_equals_plain_loop(wl, cfg):
     fast = simulate(wl, **cfg, fast=True)
     plain = simulate(wl, **cfg, fast=False)

@@ -367,7 +367,7 @@ class BlockCache(PrefixIndex):
     ((5, 2), 5)
     """
 
-    __slots__ = ("pinned", "pages", "evictions", "partial",
+    __slots__ = ("pinned", "pages", "evictions", "evicted_pages", "partial",
                  "_policy", "_lru", "_od", "_victim", "_in_victim")
 
     def __init__(self, eviction: Any = "lru", pages_per_block: int = 1,
@@ -381,7 +381,10 @@ class BlockCache(PrefixIndex):
         super().__init__(pages_per_block)
         self.pinned = 0
         self.pages = 0
-        self.evictions = 0
+        self.evictions = 0  # entries evicted whole
+        # pages evicted, counting an entry that lost only its tail pages (the
+        # scheduler's test of "did this step evict")
+        self.evicted_pages = 0
         self.partial = partial
         # (pages) the entry losing pages now: out of the policy, ref 0, still resident
         self._victim = 0
@@ -618,6 +621,7 @@ class BlockCache(PrefixIndex):
                 if out is not None:
                     out.append(h)
         self.evictions += n
+        self.evicted_pages += n
         self.pages -= n
 
     def _evict_pages(self, n: int, out: list[int] | None) -> None:
@@ -655,5 +659,6 @@ class BlockCache(PrefixIndex):
             n -= p
             if out is not None and not own:
                 out.append(h)
+        self.evicted_pages += self.pages - pages
         self.pages = pages
         self.evictions = evictions

@@ -161,7 +161,7 @@ class Replica:
         if sched.n_loading:
             sched.collect_loads(t)
         chunks, budget, need, avail, preempted = sched.compose()
-        ev0 = kv.cache.evictions
+        ev0 = kv.cache.evicted_pages  # (an entry that lost only tail pages counts)
         if sched.on_schedule:  # vLLM's order: the running allocate and cache first
             if need:
                 kv.allocate(need, t)
@@ -176,7 +176,7 @@ class Replica:
         B = group.batch  # (sequences whose KV was delivered joined the decode batch)
         if need:
             kv.allocate(need, t)
-        evicted = kv.cache.evictions != ev0
+        evicted = kv.cache.evicted_pages != ev0
         kv.note_peak()
         if not chunks and not B:
             if sched.n_loading:
