@@ -25,7 +25,7 @@ from conftest import draw_tiers, examples, family_workload
 from inferasim import Workload
 from inferasim.sim import EngineConfig, LinearCostModel, Tier, Tiers
 from inferasim.sim.kv import KVManager
-from inferasim.sim.tiers import ReplicaTiers
+from inferasim.sim.tiers import ReplicaTiers, TierStore
 
 # (no shrinking: a failing case of these multi-replica runs takes minutes to shrink)
 SETTINGS = hypothesis_settings(examples(60), slow=True, fixtures=True, shrink=False)
@@ -156,3 +156,30 @@ def test_a_waiting_request_sees_the_links_drain_at_every_step():
     fast = simulate(wl, **cfg, fast=True).requests
     plain = simulate(wl, **cfg, fast=False).requests
     pd.testing.assert_frame_equal(fast, plain, check_exact=True)
+
+
+def _evictions_shared(*tiers: Tier) -> bool:
+    shared = {t.name: TierStore(t.capacity_tokens // 4) for t in tiers if t.shared}
+    return ReplicaTiers(list(tiers), shared, 4, 1e5).evictions_shared
+
+
+def test_a_decode_stretch_is_private_unless_hbm_evictions_reach_a_shared_tier():
+    """Which tier stacks let a replica's decode stretch run unseen by a coupled fleet
+    (``Replica.shared_wake``): HBM's evictions go to the first tier if it is an evict
+    tier, and each evict tier's victims to the next tier if that is one too."""
+    dram = Tier("dram", 400, read_gbps=50.0, write_gbps=50.0)  # write="evict" (per replica)
+    ssd = Tier("ssd", 800, read_gbps=5.0, write_gbps=5.0)  # evict
+    pool = Tier("pool", 4000, read_gbps=25.0, write_gbps=25.0, shared=True)  # through
+    pool_evict = replace(pool, write="evict")
+    # DRAM takes HBM's victims, its own victims are dropped above a through pool
+    assert not _evictions_shared(dram, pool)
+    # ... and the pool alone, written through, takes no eviction at all
+    assert not _evictions_shared(pool)
+    # an evict pool takes HBM's victims directly, or DRAM's, or SSD's behind DRAM
+    assert _evictions_shared(pool_evict)
+    assert _evictions_shared(dram, pool_evict)
+    assert _evictions_shared(dram, ssd, pool_evict)
+    # a through first tier takes no eviction from HBM: nothing flows down from HBM
+    assert not _evictions_shared(replace(dram, write="through"), pool_evict)
+    # an empty DRAM is skipped: HBM's victims go straight to the evict pool
+    assert _evictions_shared(replace(dram, capacity_tokens=0), pool_evict)

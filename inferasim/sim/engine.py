@@ -251,6 +251,8 @@ def _replicas(
         rep.rec.peers = recorders
         rep.rec.cap = cap
         rep.coupled = coupled
+        rt = rep.kv.tiers
+        rep.private_stretches = coupled and rt is not None and not rt.evictions_shared
     return reps
 
 

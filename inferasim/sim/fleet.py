@@ -161,8 +161,10 @@ class AggregatedFleet(Fleet):
         """The earliest state change that is an event (inf: none)."""
         best = math.inf
         if self.coupled:
-            for rep in self.reps:
-                w = rep.wake()
+            pend = self.pend
+            for j in range(len(pend)):
+                # (a closed loop's turn waits for a finish: every change is an event)
+                w = self.reps[j].wake() if pend[j] else self.reps[j].shared_wake()
                 if w < best:
                     best = w
         elif self.closed:
@@ -180,7 +182,10 @@ class AggregatedFleet(Fleet):
             pend = self.pend
             for j in range(len(self.reps)):
                 rep = self.reps[j]
-                if (self.coupled or pend[j]) and rep.wake() <= T:
+                if pend[j]:
+                    if rep.wake() <= T:
+                        rep.advance(T)
+                elif self.coupled and rep.shared_wake() <= T:
                     rep.advance(T)
             if self.closed:
                 self.drain()

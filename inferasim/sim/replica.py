@@ -108,6 +108,9 @@ class Replica:
         self.plan_cap = PLAN_CAP if jump else 1
         # a shared tier another replica writes may let a waiting request in at any step
         self.coupled = False
+        # (coupled) a decode stretch touches no shared tier: its HBM evictions
+        # reach none (see :meth:`shared_wake`)
+        self.private_stretches = False
         self.stalled = False  # work waits but nothing can run (KV held or reserved)
         self.idle_wait = False  # nothing can run before a load arrives (clock = then)
         self.next_wake = math.inf  # see wake()
@@ -269,6 +272,19 @@ class Replica:
         if sched.has_work and not self.stalled:
             return math.nextafter(sched.clock, math.inf)
         return math.inf
+
+    def shared_wake(self) -> float:
+        """A coupled fleet's question: the earliest ``t`` at which ``advance(t)``
+        may read or write a shared tier (or change what a step reading one sees).
+
+        :meth:`wake`, except inside a stretch whose evictions reach no shared
+        tier (:attr:`private_stretches`): its decode steps, finishes and
+        offloads stay in the replica, so the stretch's last step is the next
+        such instant; routers still see its earlier changes (through
+        :meth:`wake`, read by the views)."""
+        if self.private_stretches and self.stretch.steps:
+            return self.stretch.last_end()
+        return self.next_wake
 
     def outstanding_at(self, t: float) -> int:
         """Outstanding tokens at ``t`` (``t`` before :meth:`wake`)."""

@@ -268,6 +268,13 @@ class DecodeStretch:
                 self.price(w)
             self.weak = ends[w]
 
+    def last_end(self) -> float:
+        """The end of the stretch's last step (priced now if it was not yet)."""
+        K = self.steps
+        if len(self.ends) < K:
+            self.price(K - 1)
+        return self.ends[K - 1]
+
     def step_at(self, t: float) -> int:
         """The first step ending at or after ``t`` (at most the last one), priced."""
         ends = self.ends

@@ -346,6 +346,14 @@ class ReplicaTiers:
         # tier (-1: dropped, by the last tier or above a through tier)
         below = [next((j for j in self.active if j > k), -1) for k in range(self.n)]
         self.below: list[int] = [j if j >= 0 and evict[j] else -1 for j in below]
+        # whether HBM's evictions can reach a shared tier (through the evict tiers'
+        # cascade): then a decode step that evicts writes what other replicas read
+        self.evictions_shared = False
+        k = self.first_evict
+        while k >= 0:
+            if self.tiers[k].shared:
+                self.evictions_shared = True
+            k = self.below[k]
         # a load takes its blocks out of the tier (per-replica evict tiers) or the
         # tier keeps its copy (shared or through tiers)
         self.exclusive: list[bool] = [not t.shared and evict[k] for k, t in enumerate(self.tiers)]
