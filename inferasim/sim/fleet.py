@@ -164,7 +164,7 @@ class AggregatedFleet(Fleet):
             pend = self.pend
             for j in range(len(pend)):
                 # (a closed loop's turn waits for a finish: every change is an event)
-                w = self.reps[j].wake() if pend[j] else self.reps[j].shared_wake()
+                w = self.reps[j].next_wake if pend[j] else self.reps[j].next_sync
                 if w < best:
                     best = w
         elif self.closed:
@@ -183,9 +183,9 @@ class AggregatedFleet(Fleet):
             for j in range(len(self.reps)):
                 rep = self.reps[j]
                 if pend[j]:
-                    if rep.wake() <= T:
+                    if rep.next_wake <= T:
                         rep.advance(T)
-                elif self.coupled and rep.shared_wake() <= T:
+                elif self.coupled and rep.next_sync <= T:
                     rep.advance(T)
             if self.closed:
                 self.drain()

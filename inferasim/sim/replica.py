@@ -114,6 +114,7 @@ class Replica:
         self.stalled = False  # work waits but nothing can run (KV held or reserved)
         self.idle_wait = False  # nothing can run before a load arrives (clock = then)
         self.next_wake = math.inf  # see wake()
+        self.next_sync = math.inf  # see shared_wake()
         # a decode instance keeping a prefix cache (its finishes may free no page)
         self.decode_cache = False
 
@@ -130,13 +131,13 @@ class Replica:
             sched.clock = t  # (idle_wait: after advance(t) the planned retry is at or after t)
             self.idle_wait = False
         sched.enqueue(seq)
-        self.next_wake = self._wake()
+        self._rewake()
 
     def advance(self, until: float) -> None:
         """Complete every step ending at or before ``until``; start every step
         starting before it."""
         self._advance(until)
-        self.next_wake = self._wake()
+        self._rewake()
 
     def _advance(self, until: float) -> None:
         sched = self.sched
@@ -262,6 +263,15 @@ class Replica:
         it.)"""
         return self.next_wake
 
+    def _rewake(self) -> None:
+        """Keep :attr:`next_wake` and :attr:`next_sync` (the state changed)."""
+        w = self._wake()
+        self.next_wake = w
+        if self.private_stretches and self.stretch.steps:
+            self.next_sync = self.stretch.last_end()
+        else:
+            self.next_sync = w
+
     def _wake(self) -> float:
         """:meth:`wake` computed afresh."""
         if self.stretch.steps:
@@ -281,10 +291,9 @@ class Replica:
         tier (:attr:`private_stretches`): its decode steps, finishes and
         offloads stay in the replica, so the stretch's last step is the next
         such instant; routers still see its earlier changes (through
-        :meth:`wake`, read by the views)."""
-        if self.private_stretches and self.stretch.steps:
-            return self.stretch.last_end()
-        return self.next_wake
+        :meth:`wake`, read by the views). (Kept in :attr:`next_sync`, as
+        :meth:`wake` is.)"""
+        return self.next_sync
 
     def outstanding_at(self, t: float) -> int:
         """Outstanding tokens at ``t`` (``t`` before :meth:`wake`)."""
@@ -313,7 +322,7 @@ class Replica:
         if stretch.steps and stretch.blocks_left() > kv.free:
             stretch.cut()  # the stretch priced its allocations on the old free memory
         kv.note_peak()
-        self.next_wake = self._wake()
+        self._rewake()
 
     def pin_prefix(self, ids: list[int], tokens: int) -> int:
         """Pin the leading run of a ``tokens``-token prompt's blocks ``ids`` this
@@ -335,7 +344,7 @@ class Replica:
         if ids:
             self.kv.cache.release(ids)
         self._unstall(t, busy=True)
-        self.next_wake = self._wake()
+        self._rewake()
 
     def deliver(self, seq: Seq, t: float, held: int = -1) -> None:
         """A handed-off sequence's KV arrived at ``t`` (decode instance; after
@@ -351,7 +360,7 @@ class Replica:
         assert isinstance(sched, DecodeScheduler)
         sched.deliver(seq)
         self._unstall(t, busy=False)
-        self.next_wake = self._wake()
+        self._rewake()
 
     def release_kv(self, seq: Seq, t: float) -> None:
         """Free a handed-off sequence's KV at ``t`` (prefill instance; after
@@ -363,7 +372,7 @@ class Replica:
         assert isinstance(sched, PrefillScheduler)
         sched.release(seq)
         self._unstall(t, busy=True)
-        self.next_wake = self._wake()
+        self._rewake()
 
     def _changed_at(self, t: float) -> None:
         """Memory or the queue changes at ``t`` from outside: sample, end a stretch."""
