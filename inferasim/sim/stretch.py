@@ -374,17 +374,21 @@ class DecodeStretch:
     def _uniform(self, j: int, jn: int) -> None:
         """Complete steps ``j..jn-1`` and start steps up to ``jn``: no finishes.
 
-        With tiers, steps that evict (and so offload) are applied one
-        allocating step at a time, each at its own start time, as the
-        step-by-step loop does."""
+        With tiers, a step that evicts (and so offloads) must allocate at its
+        own start time, as the step-by-step loop does: a run ends with it.
+        The steps before it in the run take free blocks only, so booking their
+        blocks at that start too changes nothing (the eviction takes the same
+        victims; the timeline reads the plan, :meth:`_emit_plan`)."""
         if jn <= j:
             return
-        if self.kv.tiers is not None and self._cum(jn) - self._cum(j) > self.kv.free:
+        kv = self.kv
+        if kv.tiers is not None and self._cum(jn) - self._cum(j) > kv.free:
             cum = self.cum
             while j < jn:
-                # the next step after j that allocates: step i with cum[i - 1] > _cum(j)
-                i = bisect_right(cum, self._cum(j)) + 1
-                nxt = i if i < jn else jn
+                # steps j + 1 .. m fit in the free memory (_cum(m) = cum[m - 1] <=
+                # _cum(j) + free); step m + 1 evicts, at its start ends[m]
+                m = bisect_right(cum, self._cum(j) + kv.free)
+                nxt = m + 1 if m + 1 < jn else jn
                 self._uniform_run(j, nxt)
                 j = nxt
             return
