@@ -12,7 +12,9 @@ instant's arrivals (``advance_to``), how an arriving request is placed
   and at the end. Two things couple them in time and make their state
   changes events, processed in global time order (ties by replica index): a
   shared KV tier (what one writes at ``t`` another may read after ``t``:
-  every replica's changes are events), and a closed loop (a finish issues
+  every replica's changes are events, except inside a decode stretch whose
+  HBM evictions reach no shared tier, which is one event at its end:
+  :meth:`Replica.shared_wake`), and a closed loop (a finish issues
   the next turn: the changes of replicas holding a request with a waiting
   next turn are events).
 * :class:`DisaggregatedFleet`: prefill instances and decode instances with
