@@ -101,6 +101,13 @@ class Handoffs:
         self.nics = nics
         self.gbps = handoff_gbps
         self.decode_cache = decode_cache
+        # (decode_cache with tiers on the decode instances) a held run goes on in
+        # the decode instance's tiers: not with layerwise handoffs (the loads of a
+        # prefill under way own the sequence's load fields)
+        self.tiered = decode_cache and not layerwise and any(r.kv.tiers is not None for r in dec)
+        # the decode instances' changes are always events (they share a tier
+        # store with the prefill instances)
+        self.eager = False
         self.waiting_room: list[tuple[Seq, int]] = []
         self.flight: dict[tuple[int, int], Flight] = {}
         self.by_seq: dict[int, Flight] = {}
@@ -112,7 +119,7 @@ class Handoffs:
     def busy(self) -> bool:
         """Whether the decode instances' state changes are events now (handoffs
         wait for room, or a closed loop waits for finishes)."""
-        return bool(self.waiting_room) or self.inflight > 0
+        return bool(self.waiting_room) or self.inflight > 0 or self.eager
 
     def pending(self) -> bool:
         """Whether any handoff is not delivered yet."""
@@ -226,7 +233,11 @@ class Handoffs:
             act = kv + rep.sched.queued_blocks
             # (the cache's entries stay put until an allocation evicts, which no
             # step of a stretch read off does: looked up as they are now)
-            hit = rep.kv.held_prefix(seq.ids, seq.prompt) if seq is not None else 0
+            hit = 0
+            if seq is not None:
+                kv_ = rep.kv
+                hit = (kv_.held_run(seq.ids, seq.prompt)[1] if self.tiered
+                       else kv_.held_prefix(seq.ids, seq.prompt))
             if best < 0 or act < best_active or (act == best_active and hit > best_hit):
                 best = j
                 best_active = act
@@ -252,9 +263,10 @@ class Handoffs:
         if cached:  # the held leading run is pinned, neither reserved nor sent
             held = dec.pin_prefix(seq.ids, seq.prompt)
             need -= held * dec.kv.ppb
-            size = (seq.prompt - held * dec.kv.bs) * self.kvb
-            self.out.decode_hit[seq.rid] = held * dec.kv.bs
-        dec.reserve(need)
+            r = dec.load_held(seq, t) if self.tiered else held  # (the rest: in its tiers)
+            size = (seq.prompt - r * dec.kv.bs) * self.kvb
+            self.out.decode_hit[seq.rid] = r * dec.kv.bs
+        dec.reserve(need, t)
         nics = self.nics
         if nics is not None:
             tid = nics[p].start_handoff(t, size, self.gbps)
