@@ -108,6 +108,28 @@ def test_a_load_done_before_the_handoff_joins_at_the_delivery():
     assert req["finish_ms"].tolist()[2] == pytest.approx(419.6)
 
 
+@pytest.mark.parametrize("policy", ["faster", "always"])
+def test_a_tier_slower_than_the_handoff_is_read_only_when_always(policy):
+    # As the first case with a 4 GB/s DRAM link (4e6 bytes/ms, a block in 4 ms). At
+    # C's placement (405.4) loading its 3 blocks would take 12 ms (the estimate, on
+    # the idle link), handing all 56 tokens over takes 3.5 ms: with "faster" the
+    # decode instance leaves its DRAM alone (decode_hit_tokens 0, transfer 3.5 ms,
+    # finish 408.9 + 10.2 = 419.1). With "always" it loads them: the 48 MB read
+    # shares the link with the 16 MB write of block 8 (both at 2e6 B/ms: the write
+    # ends after 8 ms, the read's last 32 MB take 8 ms more) -> 421.4; the 8-token
+    # handoff is delivered at 405.9 (decode_queue_ms 15.5); finish 421.4 + 10.2 = 431.6.
+    slow = Tier("dram", 16 * BS, read_gbps=4.0, write_gbps=4.0)
+    req = run(THREE, replicas=split(), tiers=Tiers([slow], load_policy=policy)).requests
+    c = req.loc[2]
+    if policy == "faster":
+        assert (c["decode_hit_tokens"], c["transfer_ms"]) == (0, pytest.approx(3.5))
+        assert c["finish_ms"] == pytest.approx(419.1)
+    else:
+        assert (c["decode_hit_tokens"], c["transfer_ms"]) == (48, pytest.approx(0.5))
+        assert c["decode_queue_ms"] == pytest.approx(15.5)
+        assert c["finish_ms"] == pytest.approx(431.6)
+
+
 def test_decode_tiers_must_be_a_bool():
     bad = Disaggregated(1, 1, decode_cache=True, decode_tiers="yes")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match=(

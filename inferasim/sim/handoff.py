@@ -263,7 +263,7 @@ class Handoffs:
         if cached:  # the held leading run is pinned, neither reserved nor sent
             held = dec.pin_prefix(seq.ids, seq.prompt)
             need -= held * dec.kv.ppb
-            r = dec.load_held(seq, t) if self.tiered else held  # (the rest: in its tiers)
+            r = self.load_held(seq, p, t, dec) if self.tiered else held
             size = (seq.prompt - r * dec.kv.bs) * self.kvb
             self.out.decode_hit[seq.rid] = r * dec.kv.bs
         dec.reserve(need, t)
@@ -277,6 +277,35 @@ class Handoffs:
         self.flight[(p, tid)] = rec
         self.by_seq[seq.rid] = rec
         return True
+
+    def load_held(self, seq: Seq, p: int, t: float, dec: Replica) -> int:
+        """The end of the run of ``seq``'s prompt blocks decode instance ``dec``
+        holds (hash blocks; its HBM run pinned already), for a handoff from
+        prefill instance ``p`` placed at ``t``; the blocks its tiers hold after
+        the HBM run start loading from there.
+
+        They are loaded when that is worth it: with ``load_policy="always"``,
+        else when the loads and the handoff of the rest (on the links as they
+        are) would both be delivered sooner than a handoff of the whole
+        remainder (a pool slower than the handoff link is left alone)."""
+        kv = dec.kv
+        m, r, counts = kv.held_run(seq.ids, seq.prompt)
+        if r == m:
+            return m
+        if not kv.load_always:
+            tiers = kv.tiers
+            assert tiers is not None
+            bs = kv.bs
+            nics = self.nics
+            link: Link = nics[p] if nics is not None else self.links[p]
+            gbps = self.gbps if nics is not None else None
+            whole = link.estimate_ms(t, (seq.prompt - m * bs) * self.kvb, gbps)
+            rest = link.estimate_ms(t, (seq.prompt - r * bs) * self.kvb, gbps)
+            load = tiers.load_estimate_ms(t, counts)
+            if not (load if load > rest else rest) < whole:
+                return m
+        dec.load_held(seq, t, m, r, counts)
+        return r
 
     def hand_over(self, rec: Flight, t: float) -> None:
         """Deliver ``rec``'s sequence at ``t`` (prefill done and transfer delivered)."""

@@ -312,18 +312,14 @@ class Replica:
             kv.cache.acquire(ids[:m])
         return m
 
-    def load_held(self, seq: Seq, t: float) -> int:
-        """The blocks of a handoff placed now (after ``advance(t)`` and
-        :meth:`pin_prefix`) that this decode instance's tiers hold right after its
-        HBM run start loading from there at ``t`` (see
-        :meth:`KVManager.held_run`); returns the end of the held run (hash
-        blocks): the handoff moves the rest."""
-        m, r, counts = self.kv.held_run(seq.ids, seq.prompt)
-        if r > m:
-            sched = self.sched
-            assert isinstance(sched, DecodeScheduler)
-            sched.inbound(seq, m, r, counts, t)
-        return r
+    def load_held(self, seq: Seq, t: float, m: int, r: int, counts: list[int]) -> None:
+        """Start loading blocks ``m..r`` of a handoff placed now (after
+        ``advance(t)`` and :meth:`pin_prefix`) from this decode instance's tiers
+        at ``t`` (``counts`` per tier, see :meth:`KVManager.held_run`); the
+        handoff moves the rest."""
+        sched = self.sched
+        assert isinstance(sched, DecodeScheduler)
+        sched.inbound(seq, m, r, counts, t)
 
     def unreserve(self, n: int, t: float, ids: list[int] | None = None) -> None:
         """Free ``n`` blocks reserved for a handoff called off at ``t``, and unpin
