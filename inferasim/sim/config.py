@@ -398,11 +398,16 @@ class Disaggregated:
         a decode instance computes (a recompute after a preemption) and, with
         ``publish="all"``, those it loads from its other tiers, never the KV
         it receives (its prefill instance published that). A prefix held in
-        its tiers right after its HBM run counts as held: a handoff loads
-        those blocks from there over the tier's link, moves only the rest
-        (``decode_hit_tokens`` counts both) and the sequence joins the decode
-        batch once both arrived (not with ``layerwise``: a layerwise handoff
-        counts the HBM run alone). False: a decode instance's prefix lives in
+        its tiers right after its HBM run counts as held (also in the ties
+        above): a handoff loads those blocks from there over the tier's
+        link when that is worth it (``load_policy="always"``, or the loads
+        and the handoff of the rest would both end sooner than a handoff of
+        the whole remainder), moves only the rest (``decode_hit_tokens``
+        counts both) and the sequence joins the decode batch once both
+        arrived (not with ``layerwise``: a layerwise handoff counts the HBM
+        run alone). The ``<tier>_hit_tokens`` columns stay the prefill
+        instance's hits; the decode instances' reads are in their rows of
+        ``res.replicas`` (``<tier>_bytes_read``) and in ``res.tiers``. False: a decode instance's prefix lives in
         its HBM only (tiers apply to the prefill instances). Without
         ``decode_cache`` decode instances never get tiers.
 

@@ -32,6 +32,17 @@ kv_bytes_per_token`` bytes. (The room check still asks for the whole
 prompt's pages. Preferring the holder over the balance, tried on the
 conversation trace, held a little less and raised the mean TPOT by 9%: it
 piles the sessions' turns onto fewer decode instances.)
+
+With KV tiers on the decode instances too (``decode_cache`` with
+``decode_tiers``, not layerwise) the held run goes on in the decode
+instance's own tiers (:meth:`KVManager.held_run`: per-replica tiers and the
+shared stores): the ties count those blocks as held, and at placement they
+start loading from their tiers over the tier's links (into pages reserved
+with the handoff) when that is worth it (``load_policy="always"``, or the
+loads and the handoff of the rest would both end sooner than a handoff of
+the whole remainder); the handoff moves the rest and the sequence joins the
+decode batch once both are delivered. ``decode_hit_tokens`` counts the HBM
+and the tier blocks.
 """
 
 from __future__ import annotations
