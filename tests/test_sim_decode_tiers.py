@@ -192,7 +192,6 @@ def test_decode_tiers_finish_everything_and_move_no_more(wl, cfg):
     # with decode_tiers=False is no bound: its decode HBM keeps other blocks, and
     # hypothesis finds runs where it holds more)
     assert _moved(req).sum() <= _moved(off).sum()
-    assert (_moved(req) == np.where(req["decode_replica"] >= 0, req["input_len"] - hit, 0)).all()
     # memory and tiers within capacity on every instance
     cap = res.config["kv_tokens"]
     tl = res.timeline
