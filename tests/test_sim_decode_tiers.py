@@ -130,6 +130,29 @@ def test_a_tier_slower_than_the_handoff_is_read_only_when_always(policy):
         assert c["finish_ms"] == pytest.approx(431.6)
 
 
+@pytest.mark.parametrize("fast", [True, False])
+def test_a_prefix_the_prefill_published_to_a_shared_pool_is_read_from_it(fast):
+    # A shared pool written through (its default) at 32 GB/s. A at 0: 48 tokens
+    # (blocks 1, 2, 3), 3 out: the prefill step ends at 7.4 and writes 1, 2, 3 to
+    # the pool (48 MB on the prefill instance's link). The handoff placed at 7.4
+    # finds them in the pool, the decode instance's own tier: loading them (48 MB at
+    # 32e6 B/ms = 1.5 ms on its own idle link) beats handing 48 tokens over (3 ms),
+    # so the handoff moves nothing (delivered at once: transfer_ms 0) and the
+    # sequence waits for the load (decode_queue_ms 1.5): two decode steps from 8.9
+    # -> 19.1. The decode instance writes nothing to the pool (it computed nothing;
+    # the blocks it loaded came from the pool itself).
+    pool = Tier("pool", 64 * BS, read_gbps=32.0, write_gbps=32.0, shared=True)
+    res = run(THREE.head(1), replicas=split(), tiers=[pool], fast=fast)
+    req = res.requests
+    assert req["decode_hit_tokens"].tolist() == [48]
+    assert req["transfer_ms"].tolist() == [0.0]
+    assert req["decode_queue_ms"].tolist() == pytest.approx([1.5])
+    assert req["finish_ms"].tolist() == pytest.approx([19.1])
+    assert res.replicas["pool_bytes_read"].tolist() == [0.0, 48e6]
+    assert res.replicas["pool_bytes_written"].tolist() == [48e6, 0.0]
+    assert res.tiers.loc["pool", "bytes_read"] == 48e6
+
+
 def test_decode_tiers_must_be_a_bool():
     bad = Disaggregated(1, 1, decode_cache=True, decode_tiers="yes")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match=(
