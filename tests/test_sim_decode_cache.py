@@ -232,3 +232,26 @@ def test_readme_decode_cache_numbers(conversation_path):
         f"{on_ttft:.1f} / {off_ttft:.1f} ms and TPOT {on_tpot:.2f} / {off_tpot:.2f} ms"
     )
     assert quoted in section
+
+
+def test_readme_decode_tier_numbers(conversation_path):
+    # The README's "Disaggregation" section quotes the benchmark's second table:
+    # handoff GB and held share with and without tiers on the decode instances.
+    bench = _bench()
+    sys.path.insert(0, str(BENCH.parent))
+    try:
+        from bench_simulator import tiers
+    finally:
+        sys.path.remove(str(BENCH.parent))
+    (_, off_gb, off_share, *_), (_, on_gb, on_share, *_) = bench.decode_tier_table(
+        Workload.from_mooncake(conversation_path), tiers()
+    )
+    assert on_gb < off_gb and on_share > off_share
+    text = (BENCH.parents[1] / "README.md").read_text()
+    section = " ".join(text.split("### Disaggregation", 1)[1].split("\n### ", 1)[0].split())
+    quoted = (
+        f"the handoffs then move {on_gb:,.0f} GB instead of {off_gb:,.0f} GB "
+        f"({100 * on_share:.1f}% of the handed-off prompt tokens held instead of "
+        f"{100 * off_share:.1f}%)"
+    )
+    assert quoted in section

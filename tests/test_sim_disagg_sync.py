@@ -14,7 +14,8 @@ issue 20's engine).
   (``fast=False``: one step at a time, no stretch, no read-off);
 
 on small random prefill/decode fleets with a tiny shared pool, long enough
-decode runs for stretches with finishes, layerwise handoffs or not (the wake
+decode runs for stretches with finishes, layerwise handoffs or not, decode
+instances with a prefix cache (and the pool behind it) or not (the wake
 check also on the same replicas aggregated, and in closed loops).
 """
 
@@ -38,7 +39,8 @@ from inferasim.sim.views import View
 SETTINGS = hypothesis_settings(examples(15), slow=True, fixtures=True)
 
 #: The public methods of a replica that change its state (each keeps next_wake).
-CHANGERS = ("advance", "arrive", "reserve", "unreserve", "deliver", "release_kv")
+CHANGERS = ("advance", "arrive", "reserve", "unreserve", "deliver", "release_kv", "pin_prefix",
+            "load_held")
 
 
 @st.composite
@@ -66,8 +68,10 @@ def fleets(draw) -> tuple[Workload, dict]:
     kv_blocks = draw(st.sampled_from([30, 64, 400]))
     engine = EngineConfig(max_num_seqs=seqs, max_batched_tokens=draw(st.integers(seqs, 96)))
     layerwise = draw(st.booleans())
+    # (decode_cache: the decode instances keep a prefix cache, with the pool behind it)
     fleet = Disaggregated(prefill, decode, layerwise=layerwise,
-                          handoff_gbps=draw(st.sampled_from([0.05, 1.0, 100.0])))
+                          handoff_gbps=draw(st.sampled_from([0.05, 1.0, 100.0])),
+                          decode_cache=draw(st.booleans()))
     sim = dict(
         replicas=fleet,
         routing=routing,
@@ -156,8 +160,9 @@ class _WakeCheck:
             orig = getattr(Replica, name)
 
             def after(rep, *args):
-                orig(rep, *args)
+                out = orig(rep, *args)
                 fresh(rep, name)
+                return out
 
             return after
 

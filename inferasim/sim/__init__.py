@@ -51,8 +51,9 @@ What is modelled
   token and hand the prompt's KV to a decode instance over a link; the
   decode instance reserves the memory before the transfer, and while no
   decode instance has room the KV stays pinned on the prefill instance;
-  with ``decode_cache=True`` decode instances keep a prefix cache and a
-  handoff moves only what its decode instance lacks.
+  with ``decode_cache=True`` decode instances keep a prefix cache (and, with
+  tiers, the fleet's tiers behind it: ``decode_tiers``) and a handoff moves
+  only what its decode instance lacks.
   :func:`compare_topologies` runs the same GPUs aggregated and split.
 * Step times from a cost model (:mod:`inferasim.sim.cost`,
   :mod:`inferasim.sim.roofline`).

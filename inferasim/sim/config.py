@@ -47,7 +47,7 @@ def get_params(obj: Any, deep: bool = True) -> dict[str, Any]:
     >>> get_params(EngineConfig(max_num_seqs=64))["max_num_seqs"]
     64
     >>> sorted(get_params(Disaggregated(prefill=2, decode=2)))[:3]
-    ['decode', 'decode_cache', 'handoff_gbps']
+    ['decode', 'decode_cache', 'decode_tiers']
     """
     own = getattr(obj, "get_params", None)
     if callable(own) and not isinstance(obj, type):
@@ -388,9 +388,28 @@ class Disaggregated:
         prompt's blocks, which pins that run and reserves only the missing
         pages; the handoff moves only
         the rest (``(input_len - decode_hit_tokens) * kv_bytes_per_token``
-        bytes). The request frame gets a ``decode_hit_tokens`` column. KV
-        tiers (``Simulator(tiers=...)``) apply to the prefill instances only;
-        a decode instance's prefix lives in its HBM.
+        bytes). The request frame gets a ``decode_hit_tokens`` column.
+    decode_tiers : bool, default True
+        With ``decode_cache`` and KV tiers (``Simulator(tiers=...)``), each
+        decode instance gets the fleet's tiers too, with their write
+        policies: per-replica tiers of its own (its HBM evictions go there),
+        the same store for a shared tier (reached over its own link, outside
+        the tier's ``pool_gbps`` budget). A through tier takes only the blocks
+        a decode instance computes (a recompute after a preemption) and, with
+        ``publish="all"``, those it loads from its other tiers, never the KV
+        it receives (its prefill instance published that). A prefix held in
+        its tiers right after its HBM run counts as held (also in the ties
+        above): a handoff loads those blocks from there over the tier's
+        link when that is worth it (``load_policy="always"``, or the loads
+        and the handoff of the rest would both end sooner than a handoff of
+        the whole remainder), moves only the rest (``decode_hit_tokens``
+        counts both) and the sequence joins the decode batch once both
+        arrived (not with ``layerwise``: a layerwise handoff counts the HBM
+        run alone). The ``<tier>_hit_tokens`` columns stay the prefill
+        instance's hits; the decode instances' reads are in their rows of
+        ``res.replicas`` (``<tier>_bytes_read``) and in ``res.tiers``. False: a decode instance's prefix lives in
+        its HBM only (tiers apply to the prefill instances). Without
+        ``decode_cache`` decode instances never get tiers.
 
     Examples
     --------
@@ -408,6 +427,7 @@ class Disaggregated:
     layerwise: bool = False
     handoff_tier: str | None = None
     decode_cache: bool = False
+    decode_tiers: bool = True
 
     @property
     def replicas(self) -> int:
@@ -446,6 +466,12 @@ class Disaggregated:
                 "replicas.decode_cache (Disaggregated(decode_cache=...)) must be a bool, "
                 f"got {self.decode_cache!r}"
             )
+        if not isinstance(self.decode_tiers, bool):
+            raise ValueError(
+                "replicas.decode_tiers (Disaggregated(decode_tiers=...)) must be a bool, "
+                f"got {self.decode_tiers!r}"
+            )
         return Disaggregated(
-            prefill, decode, gbps, latency, self.layerwise, tier, self.decode_cache
+            prefill, decode, gbps, latency, self.layerwise, tier, self.decode_cache,
+            self.decode_tiers,
         )

@@ -315,7 +315,8 @@ class DisaggregatedFleet(Fleet):
         for j in range(early):
             done, seq, te, p = events[j]
             hs.handle(done, seq, te, p)
-        if hs.inflight:  # (closed loop) decode finishes up to T, after the early
+        if hs.inflight or hs.eager:  # (closed loop, or decode instances on a shared
+            # tier) decode finishes up to T, after the early
             # handoffs: a decode step starting at their time must see their
             # reservations, as it does when the decode instances advance lazily
             for rep in self.dec:

@@ -32,6 +32,17 @@ kv_bytes_per_token`` bytes. (The room check still asks for the whole
 prompt's pages. Preferring the holder over the balance, tried on the
 conversation trace, held a little less and raised the mean TPOT by 9%: it
 piles the sessions' turns onto fewer decode instances.)
+
+With KV tiers on the decode instances too (``decode_cache`` with
+``decode_tiers``, not layerwise) the held run goes on in the decode
+instance's own tiers (:meth:`KVManager.held_run`: per-replica tiers and the
+shared stores): the ties count those blocks as held, and at placement they
+start loading from their tiers over the tier's links (into pages reserved
+with the handoff) when that is worth it (``load_policy="always"``, or the
+loads and the handoff of the rest would both end sooner than a handoff of
+the whole remainder); the handoff moves the rest and the sequence joins the
+decode batch once both are delivered. ``decode_hit_tokens`` counts the HBM
+and the tier blocks.
 """
 
 from __future__ import annotations
@@ -101,6 +112,13 @@ class Handoffs:
         self.nics = nics
         self.gbps = handoff_gbps
         self.decode_cache = decode_cache
+        # (decode_cache with tiers on the decode instances) a held run goes on in
+        # the decode instance's tiers: not with layerwise handoffs (the loads of a
+        # prefill under way own the sequence's load fields)
+        self.tiered = decode_cache and not layerwise and any(r.kv.tiers is not None for r in dec)
+        # the decode instances' changes are always events (they share a tier
+        # store with the prefill instances)
+        self.eager = False
         self.waiting_room: list[tuple[Seq, int]] = []
         self.flight: dict[tuple[int, int], Flight] = {}
         self.by_seq: dict[int, Flight] = {}
@@ -112,7 +130,7 @@ class Handoffs:
     def busy(self) -> bool:
         """Whether the decode instances' state changes are events now (handoffs
         wait for room, or a closed loop waits for finishes)."""
-        return bool(self.waiting_room) or self.inflight > 0
+        return bool(self.waiting_room) or self.inflight > 0 or self.eager
 
     def pending(self) -> bool:
         """Whether any handoff is not delivered yet."""
@@ -226,7 +244,11 @@ class Handoffs:
             act = kv + rep.sched.queued_blocks
             # (the cache's entries stay put until an allocation evicts, which no
             # step of a stretch read off does: looked up as they are now)
-            hit = rep.kv.held_prefix(seq.ids, seq.prompt) if seq is not None else 0
+            hit = 0
+            if seq is not None:
+                kv_ = rep.kv
+                hit = (kv_.held_run(seq.ids, seq.prompt)[1] if self.tiered
+                       else kv_.held_prefix(seq.ids, seq.prompt))
             if best < 0 or act < best_active or (act == best_active and hit > best_hit):
                 best = j
                 best_active = act
@@ -252,9 +274,10 @@ class Handoffs:
         if cached:  # the held leading run is pinned, neither reserved nor sent
             held = dec.pin_prefix(seq.ids, seq.prompt)
             need -= held * dec.kv.ppb
-            size = (seq.prompt - held * dec.kv.bs) * self.kvb
-            self.out.decode_hit[seq.rid] = held * dec.kv.bs
-        dec.reserve(need)
+            r = self.load_held(seq, p, t, dec) if self.tiered else held
+            size = (seq.prompt - r * dec.kv.bs) * self.kvb
+            self.out.decode_hit[seq.rid] = r * dec.kv.bs
+        dec.reserve(need, t)
         nics = self.nics
         if nics is not None:
             tid = nics[p].start_handoff(t, size, self.gbps)
@@ -265,6 +288,35 @@ class Handoffs:
         self.flight[(p, tid)] = rec
         self.by_seq[seq.rid] = rec
         return True
+
+    def load_held(self, seq: Seq, p: int, t: float, dec: Replica) -> int:
+        """The end of the run of ``seq``'s prompt blocks decode instance ``dec``
+        holds (hash blocks; its HBM run pinned already), for a handoff from
+        prefill instance ``p`` placed at ``t``; the blocks its tiers hold after
+        the HBM run start loading from there.
+
+        They are loaded when that is worth it: with ``load_policy="always"``,
+        else when the loads and the handoff of the rest (on the links as they
+        are) would both be delivered sooner than a handoff of the whole
+        remainder (a pool slower than the handoff link is left alone)."""
+        kv = dec.kv
+        m, r, counts = kv.held_run(seq.ids, seq.prompt)
+        if r == m:
+            return m
+        if not kv.load_always:
+            tiers = kv.tiers
+            assert tiers is not None
+            bs = kv.bs
+            nics = self.nics
+            link: Link = nics[p] if nics is not None else self.links[p]
+            gbps = self.gbps if nics is not None else None
+            whole = link.estimate_ms(t, (seq.prompt - m * bs) * self.kvb, gbps)
+            rest = link.estimate_ms(t, (seq.prompt - r * bs) * self.kvb, gbps)
+            load = tiers.load_estimate_ms(t, counts)
+            if not (load if load > rest else rest) < whole:
+                return m
+        dec.load_held(seq, t, m, r, counts)
+        return r
 
     def hand_over(self, rec: Flight, t: float) -> None:
         """Deliver ``rec``'s sequence at ``t`` (prefill done and transfer delivered)."""

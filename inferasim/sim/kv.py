@@ -41,6 +41,9 @@ from inferasim.sim.tiers import ReplicaTiers, SharedLookup
 
 __all__: list[str] = []
 
+#: No block resident in HBM (the tier walk of :meth:`KVManager.held_run`).
+_NOTHING_IN_HBM: dict[Any, int] = {}
+
 
 class KVManager:
     """HBM blocks, the prefix cache and the lower tiers of one replica."""
@@ -202,6 +205,37 @@ class KVManager:
             m += 1
         return m
 
+    def held_run(self, ids: list[Any], tokens: int) -> tuple[int, int, list[int]]:
+        """The leading run of complete hash blocks of a ``tokens``-token prompt
+        (``ids``) this decode instance holds, in HBM then in its own tiers.
+
+        Returns ``(m, r, counts)``: the HBM run (:meth:`held_prefix`), the
+        run's end once the tiers continue it (the walk of
+        :meth:`ReplicaTiers.run` with no block counted in HBM, so it stops at
+        the first block no tier holds) and the blocks to load from each tier.
+        Without tiers ``r == m``.
+        """
+        m = self.held_prefix(ids, tokens)
+        tiers = self.tiers
+        if tiers is None:
+            return m, m, []
+        n = tokens // self.bs
+        lim = n if n < len(ids) else len(ids)
+        if m >= lim:
+            return m, m, []
+        r, counts, _ = tiers.run(ids, m, lim, _NOTHING_IN_HBM, None)
+        return m, r, counts
+
+    def start_inbound(self, seq: Seq, t: float, m: int, r: int, counts: list[int]) -> None:
+        """Start loading blocks ``m..r`` of a handed-off ``seq``'s prompt from this
+        decode instance's tiers at ``t`` (into pages reserved with the handoff;
+        :meth:`adopt` caches them once they are delivered)."""
+        tiers = self.tiers
+        assert tiers is not None
+        objs: list[Any] = seq.ids[m:r]
+        self._take(tiers, objs, t)
+        seq.loads = tiers.start_loads(t, counts, seq)  # (sets loads_left, load times)
+
     def adopt(self, seq: Seq, m: int) -> None:
         """A handed-off ``seq`` arrived whose ``m`` leading blocks were pinned here at
         placement: cache the rest of its full prompt blocks (pinned by it; one
@@ -293,15 +327,20 @@ class KVManager:
         ref = cache.ref
         objs: list[Any] = ids[m:r]  # (as objects: looked up without re-boxing)
         lower: list[Any] = [h for h in objs if h not in ref]
+        self._take(tiers, lower, t)
+        seq.lower = lower
+        seq.mixed = bool(mid)
+        seq.loads = tiers.start_loads(t, counts, seq)  # (sets loads_left, load times)
+
+    def _take(self, tiers: ReplicaTiers, lower: list[Any], t: float) -> None:
+        """Take the blocks ``lower`` out of the tiers holding them, about to be
+        loaded at ``t`` (grouped by tier, in prompt order)."""
         by_tier: list[list[Any]] = [[] for _ in range(tiers.n)]
         for h in lower:
             by_tier[tiers.where(h)].append(h)
         for k, hs in enumerate(by_tier):
             if hs:
                 tiers.take(k, hs, t)
-        seq.lower = lower
-        seq.mixed = bool(mid)
-        seq.loads = tiers.start_loads(t, counts, seq)  # (sets loads_left, load times)
 
     def finish_loading(self, seq: Seq) -> None:
         """Every load of ``seq`` was delivered: cache its blocks (in prompt order)."""

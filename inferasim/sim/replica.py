@@ -309,15 +309,16 @@ class Replica:
         return self.kv.running if self.next_wake > t else -1
 
     # ------------------------------------------------------- disaggregation
-    def reserve(self, n: int) -> None:
-        """Reserve ``n`` KV blocks for a sequence whose KV is about to arrive
-        (decode instance; after ``advance(t)``; the caller checked the room).
+    def reserve(self, n: int, t: float) -> None:
+        """Reserve ``n`` KV blocks at ``t`` for a sequence whose KV is about to arrive
+        (decode instance; after ``advance(t)``; the caller checked the room;
+        blocks it evicts go to its tiers at ``t``).
 
         A stretch under way goes on when the blocks its later steps allocate
         still fit in the free memory left (as its plan checked: no step of it
         could preempt or evict), else it ends with the running step."""
         kv = self.kv
-        kv.allocate(n, self.sched.clock)
+        kv.allocate(n, t)
         stretch = self.stretch
         if stretch.steps and stretch.blocks_left() > kv.free:
             stretch.cut()  # the stretch priced its allocations on the old free memory
@@ -333,8 +334,18 @@ class Replica:
         if m:
             if self.stretch.steps:  # (revived pages are no longer evictable)
                 self.stretch.cut()
+                self.next_wake = self._wake()
             kv.cache.acquire(ids[:m])
         return m
+
+    def load_held(self, seq: Seq, t: float, m: int, r: int, counts: list[int]) -> None:
+        """Start loading blocks ``m..r`` of a handoff placed now (after
+        ``advance(t)`` and :meth:`pin_prefix`) from this decode instance's tiers
+        at ``t`` (``counts`` per tier, see :meth:`KVManager.held_run`); the
+        handoff moves the rest."""
+        sched = self.sched
+        assert isinstance(sched, DecodeScheduler)
+        sched.inbound(seq, m, r, counts, t)
 
     def unreserve(self, n: int, t: float, ids: list[int] | None = None) -> None:
         """Free ``n`` blocks reserved for a handoff called off at ``t``, and unpin
@@ -348,17 +359,16 @@ class Replica:
 
     def deliver(self, seq: Seq, t: float, held: int = -1) -> None:
         """A handed-off sequence's KV arrived at ``t`` (decode instance; after
-        ``advance(t)``): it joins the decode batch at the next step. ``held``
-        (with a prefix cache): its leading blocks pinned at placement; the
-        prompt's other full blocks are cached now."""
+        ``advance(t)``): it joins the decode batch at the next step (once the
+        blocks it loads from this instance's tiers are delivered, if any).
+        ``held`` (with a prefix cache): its leading blocks pinned at placement;
+        the prompt's other full blocks are cached when it joins."""
         self._changed_at(t)
-        if held >= 0:
-            self.kv.adopt(seq, held)
         sched = self.sched
         if not sched.in_step and not sched.has_work:
             sched.clock = t
         assert isinstance(sched, DecodeScheduler)
-        sched.deliver(seq)
+        sched.deliver(seq, held)
         self._unstall(t, busy=False)
         self._rewake()
 

@@ -46,11 +46,15 @@ class SimResult:
         ``handoff_wait_ms`` (first token to the start of the KV transfer: the
         KV waited pinned for decode memory; 0 when it started earlier),
         ``transfer_ms`` (transfer start to delivery to the decode instance)
-        and ``decode_queue_ms`` (delivery to the first decode step).
+        and ``decode_queue_ms`` (delivery to the first decode step; with
+        tiers on the decode instances, ``Disaggregated(decode_cache=True)``,
+        also the wait for the blocks loaded from the decode instance's tiers,
+        which ``decode_hit_tokens`` counts with its HBM run).
         With KV tiers also ``hbm_hit_tokens`` and ``<tier>_hit_tokens`` (where
         the reused prefix of the first admission came from; they add up to
         ``cached_tokens``) and ``load_ms`` (time spent waiting for loads from
-        lower tiers, from admission to the last delivery).
+        lower tiers, from admission to the last delivery; a handoff's loads
+        from its decode instance's tiers are in ``decode_queue_ms`` instead).
         A closed-loop run (``Simulator.run(workload, closed_loop=True)``) adds
         ``session_id`` and ``turn`` (1-based), ``recorded_arrival_ms`` (the
         workload's), ``arrival_shift_ms`` (simulated ``arrival_ms`` minus

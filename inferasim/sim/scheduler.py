@@ -326,11 +326,15 @@ class BatchScheduler:
         tiers = self.kv.tiers
         assert tiers is not None
         for seq in tiers.collect(t):
-            self.kv.finish_loading(seq)
             self.n_loading -= 1
-            self.out.load_ms[seq.rid] += seq.load_end - seq.load_start
-            seq.state = PREFILL
-            self.prefilling.append(seq)
+            self.loaded(seq)
+
+    def loaded(self, seq: Seq) -> None:
+        """Every load of ``seq`` was delivered: its prefill goes on."""
+        self.kv.finish_loading(seq)
+        self.out.load_ms[seq.rid] += seq.load_end - seq.load_start
+        seq.state = PREFILL
+        self.prefilling.append(seq)
 
     # ------------------------------------------------------------- completion
     def complete_chunks(self, e: float) -> None:
@@ -509,14 +513,48 @@ class DecodeScheduler(BatchScheduler):
         )
         self.n_ready = 0  # delivered sequences in the waiting queue
 
-    def deliver(self, seq: Seq) -> None:
-        """A handed-off sequence's KV arrived: it waits to join the decode batch."""
-        seq.state = READY
-        self.n_ready += 1
+    def inbound(self, seq: Seq, m: int, r: int, counts: list[int], t: float) -> None:
+        """A handoff placed here at ``t`` whose blocks ``m..r`` this instance's tiers
+        hold: they are loaded from there (``counts`` per tier) while the rest
+        moves over the handoff link; ``m`` leading blocks are pinned in HBM."""
+        self.kv.start_inbound(seq, t, m, r, counts)
+        seq.dload = 1
+        seq.dheld = m
+        self.n_loading += 1
+
+    def deliver(self, seq: Seq, held: int = -1) -> None:
+        """A handed-off sequence's KV arrived: it waits to join the decode batch
+        (``held`` >= 0 with a prefix cache: the leading blocks pinned at placement,
+        the prompt's other full blocks are cached now), or, while blocks it
+        loads from this instance's tiers are in flight, for them first."""
+        if seq.dload == 1:
+            seq.dload = 2
+            seq.state = LOADING  # (in the queue, neither READY nor admissible)
+        else:
+            self._ready(seq, held)
         self.waiting.append(seq)
         self.outstanding += seq.output - seq.gen
         self.rec.requests += 1
         self.out.decode_replica[seq.rid] = self.index
+
+    def _ready(self, seq: Seq, held: int) -> None:
+        """``seq``'s KV is all here: cache its prompt blocks (with a prefix cache),
+        it may join the decode batch."""
+        if seq.dload:
+            held = seq.dheld
+            seq.dload = 0
+        if held >= 0:
+            self.kv.adopt(seq, held)
+        seq.state = READY
+        self.n_ready += 1
+
+    def loaded(self, seq: Seq) -> None:
+        if not seq.dload:  # (a recompute's own loads)
+            super().loaded(seq)
+        elif seq.dload == 1:  # before its handoff's delivery
+            seq.dload = 3
+        else:
+            self._ready(seq, seq.dheld)
 
     def admit_ready(self, t: float, budget: int) -> tuple[int, int]:
         # their memory is reserved, so they never wait behind a request that needs more
@@ -543,7 +581,7 @@ class DecodeScheduler(BatchScheduler):
         return need, budget
 
     def may_admit(self, seq: Seq) -> bool:
-        return seq.state != READY
+        return seq.state != READY and not seq.dload
 
     def evictions_matter(self) -> bool:
         return bool(self.waiting)  # (delivered sequences join ahead: not bounded here)

@@ -52,6 +52,8 @@ class Seq:
         "load_end",
         "lower",
         "mixed",
+        "dload",
+        "dheld",
     )
 
     def __init__(self, rid: int, prompt: int, output: int, ids: list[int], block_size: int):
@@ -78,6 +80,12 @@ class Seq:
         self.load_start = self.load_end = 0.0
         self.lower: list[int] = []  # ids being loaded, in prompt order
         self.mixed = False  # HBM blocks after the first loaded one
+        # (decode instance with tiers) a handoff's blocks loaded from the decode
+        # instance's own tiers: 0 none; 1 loading, not delivered; 2 loading,
+        # delivered (waits in the queue); 3 loaded, not delivered. ``dheld``: the
+        # leading blocks it pinned in HBM at placement
+        self.dload = 0
+        self.dheld = 0
 
 
 class RequestLog:

@@ -429,6 +429,8 @@ class _RunPlan:
                 config["handoff_tier"] = topo.handoff_tier
             if topo.decode_cache:
                 config["decode_cache"] = True
+                if not topo.decode_tiers:  # (named only when it is not the default)
+                    config["decode_tiers"] = False
         stack = self.stack
         if stack.tiers:
             config["tiers"] = list(stack.tiers)
@@ -464,7 +466,7 @@ def _topology(fleet: int | Disaggregated, cost: Any) -> Topology:
         )
     return Topology(
         fleet.prefill, fleet.decode, fleet.handoff_gbps, fleet.handoff_latency_us, fleet.layerwise,
-        fleet.handoff_tier, fleet.decode_cache,
+        fleet.handoff_tier, fleet.decode_cache, fleet.decode_tiers,
     )
 
 
