@@ -334,7 +334,7 @@ class Replica:
         if m:
             if self.stretch.steps:  # (revived pages are no longer evictable)
                 self.stretch.cut()
-                self.next_wake = self._wake()
+                self._rewake()
             kv.cache.acquire(ids[:m])
         return m
 
