@@ -496,3 +496,10 @@ def chromium_page(missing: Callable[[str], None]) -> Iterator[Any]:
         finally:
             browser.close()
 
+
+def moved_prompt_tokens(req: pd.DataFrame) -> np.ndarray:
+    """Prompt tokens each handed-off request's transfer moved (its prompt less
+    what the decode instance held; 0 for a request never handed off)."""
+    handed = req["decode_replica"].to_numpy() >= 0
+    hit = req["decode_hit_tokens"].to_numpy() if "decode_hit_tokens" in req else 0
+    return np.where(handed, req["input_len"].to_numpy() - hit, 0)

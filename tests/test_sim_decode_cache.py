@@ -15,10 +15,16 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 import pytest
-from helpers import assert_same, hypothesis_settings, runner, sim_workloads, simulate
+from helpers import (
+    assert_same,
+    hypothesis_settings,
+    moved_prompt_tokens,
+    runner,
+    sim_workloads,
+    simulate,
+)
 from hypothesis import given
 from test_sim_disagg import disagg_configs
 
@@ -137,13 +143,6 @@ def _with_cache(cfg: dict, on: bool = True) -> dict:
     return {**cfg, "replicas": replace(cfg["replicas"], decode_cache=on)}
 
 
-def _moved_tokens(req) -> np.ndarray:
-    """Prompt tokens each handed-off request's transfer moved."""
-    handed = req["decode_replica"].to_numpy() >= 0
-    hit = req["decode_hit_tokens"].to_numpy() if "decode_hit_tokens" in req else 0
-    return np.where(handed, req["input_len"].to_numpy() - hit, 0)
-
-
 @SETTINGS
 @given(wl=sim_workloads(), cfg=disagg_configs())
 def test_decode_cache_finishes_everything_and_moves_no_more(wl, cfg):
@@ -159,8 +158,8 @@ def test_decode_cache_finishes_everything_and_moves_no_more(wl, cfg):
     assert (hit % wl.block_size == 0).all() and (hit >= 0).all()
     assert (hit <= req["input_len"].to_numpy() // wl.block_size * wl.block_size).all()
     assert (hit[req["decode_replica"].to_numpy() < 0] == 0).all()
-    assert _moved_tokens(req).sum() <= _moved_tokens(base).sum()
-    assert (_moved_tokens(req) == _moved_tokens(base) - hit).all()
+    assert moved_prompt_tokens(req).sum() <= moved_prompt_tokens(base).sum()
+    assert (moved_prompt_tokens(req) == moved_prompt_tokens(base) - hit).all()
     # memory within capacity on every instance
     cap = on.config["kv_tokens"]
     tl = on.timeline
@@ -224,14 +223,19 @@ def test_readme_decode_cache_numbers(conversation_path):
         _bench().handoff_table(Workload.from_mooncake(conversation_path))
     )
     assert on_gb < off_gb
-    text = (BENCH.parents[1] / "README.md").read_text()
-    section = " ".join(text.split("### Disaggregation", 1)[1].split("\n### ", 1)[0].split())
+    section = _disaggregation_section()
     quoted = (
         f"move {on_gb:,.0f} GB instead of {off_gb:,.0f} GB ({100 * on_share:.1f}% of the "
         f"handed-off prompt tokens were already on the decode instance), mean TTFT "
         f"{on_ttft:.1f} / {off_ttft:.1f} ms and TPOT {on_tpot:.2f} / {off_tpot:.2f} ms"
     )
     assert quoted in section
+
+
+def _disaggregation_section() -> str:
+    """The README's "Disaggregation" section, whitespace collapsed."""
+    text = (BENCH.parents[1] / "README.md").read_text()
+    return " ".join(text.split("### Disaggregation", 1)[1].split("\n### ", 1)[0].split())
 
 
 def test_readme_decode_tier_numbers(conversation_path):
@@ -247,8 +251,7 @@ def test_readme_decode_tier_numbers(conversation_path):
         Workload.from_mooncake(conversation_path), tiers()
     )
     assert on_gb < off_gb and on_share > off_share
-    text = (BENCH.parents[1] / "README.md").read_text()
-    section = " ".join(text.split("### Disaggregation", 1)[1].split("\n### ", 1)[0].split())
+    section = _disaggregation_section()
     quoted = (
         f"the handoffs then move {on_gb:,.0f} GB instead of {off_gb:,.0f} GB "
         f"({100 * on_share:.1f}% of the handed-off prompt tokens held instead of "

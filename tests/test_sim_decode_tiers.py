@@ -13,9 +13,15 @@ from __future__ import annotations
 from dataclasses import replace
 
 import numpy as np
-import pandas as pd
 import pytest
-from helpers import assert_same, hypothesis_settings, runner, sim_workloads, simulate
+from helpers import (
+    assert_same,
+    hypothesis_settings,
+    moved_prompt_tokens,
+    runner,
+    sim_workloads,
+    simulate,
+)
 from hypothesis import given
 from hypothesis import strategies as st
 from test_sim_disagg import disagg_configs
@@ -187,13 +193,6 @@ def _fleet(cfg: dict, **kw) -> dict:
     return {**cfg, "replicas": replace(cfg["replicas"], **kw)}
 
 
-def _moved(req: pd.DataFrame) -> np.ndarray:
-    """Prompt tokens each handed-off request's transfer moved."""
-    handed = req["decode_replica"].to_numpy() >= 0
-    hit = req["decode_hit_tokens"].to_numpy() if "decode_hit_tokens" in req else 0
-    return np.where(handed, req["input_len"].to_numpy() - hit, 0)
-
-
 @SETTINGS
 @given(wl=sim_workloads(), cfg=decode_tier_configs())
 def test_decode_tiers_finish_everything_and_move_no_more(wl, cfg):
@@ -214,7 +213,7 @@ def test_decode_tiers_finish_everything_and_move_no_more(wl, cfg):
     # (bounded by the run without decode_cache, which moves every prompt; a run
     # with decode_tiers=False is no bound: its decode HBM keeps other blocks, and
     # hypothesis finds runs where it holds more)
-    assert _moved(req).sum() <= _moved(off).sum()
+    assert moved_prompt_tokens(req).sum() <= moved_prompt_tokens(off).sum()
     # memory and tiers within capacity on every instance
     cap = res.config["kv_tokens"]
     tl = res.timeline
