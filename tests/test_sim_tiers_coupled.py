@@ -165,7 +165,7 @@ def _evictions_shared(*tiers: Tier) -> bool:
 
 def test_a_decode_stretch_is_private_unless_hbm_evictions_reach_a_shared_tier():
     """Which tier stacks let a replica's decode stretch run unseen by a coupled fleet
-    (``Replica.shared_wake``): HBM's evictions go to the first tier if it is an evict
+    (``Replica.next_sync``): HBM's evictions go to the first tier if it is an evict
     tier, and each evict tier's victims to the next tier if that is one too."""
     dram = Tier("dram", 400, read_gbps=50.0, write_gbps=50.0)  # write="evict" (per replica)
     ssd = Tier("ssd", 800, read_gbps=5.0, write_gbps=5.0)  # evict

@@ -158,7 +158,11 @@ def simulate(
         ]
         hs = Handoffs(reps[:routed], reps[routed:], links, out, col.page, kvb, topology.layerwise,
                       nics, topology.handoff_gbps, topology.decode_cache)
-        hs.eager = _decode_tiers_shared(reps[routed:], bs)
+        # decode instances on a shared tier (they have the fleet's tiers): their
+        # changes are events of the loop (Handoffs.busy) and they run single steps
+        # while requests wait (``coupled``), so every instance reads and writes the
+        # shared store at its own times, in both loops alike
+        hs.eager = coupled and reps[routed].kv.tiers is not None
         for rep in reps[routed:]:
             rep.decode_cache = topology.decode_cache
             rep.coupled = hs.eager
@@ -188,24 +192,6 @@ def simulate(
         out=out, reasons=col.reasons, replicas=reps, end_ms=end, tiers=tuple(tiers),
         shared=shared, arrival=sim_arr,
     )
-
-
-def _decode_tiers_shared(dec: list[Replica], bs: int) -> bool:
-    """Whether the decode instances have a shared tier holding a block.
-
-    Their changes are then events of the loop (:attr:`Handoffs.busy`) and
-    they run single steps while requests wait (``coupled``), so every
-    instance reads and writes the shared store at its own times, in both
-    loops alike. (They stay off a tier's pool-wide link: a handoff placed at
-    a first token just before an instant would start its reads there behind
-    the prefill instances' transfers of that instant.)"""
-    for rep in dec:
-        rt = rep.kv.tiers
-        if rt is not None:
-            for k in rt.active:
-                if rt.tiers[k].shared and rt.tiers[k].capacity_tokens >= bs:
-                    return True
-    return False
 
 
 def _handoff_nics(pre: list[Replica], tier: str | None, bs: int) -> list[SharedLink] | None:
@@ -251,8 +237,10 @@ def _replicas(
         role = "both" if not disagg else "prefill" if r < topology.prefill else "decode"
         nic = topology.handoff_tier if role == "prefill" else None
         # a decode instance keeps nothing without decode_cache: no tiers then; with
-        # it, its transfers to a shared tier run on its own link alone (not on
-        # the pool-wide one: see _decode_tiers_shared)
+        # it, its transfers to a shared tier run on its own link alone, off the
+        # pool-wide one (a handoff placed at a first token just before an instant
+        # would start its reads there behind the prefill instances' transfers of
+        # that instant)
         rt = (
             replica_tiers(tiers, shared, bs, kvb, replicate_hot, reads,
                           pool_links if role != "decode" else None, nic)

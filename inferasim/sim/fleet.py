@@ -14,7 +14,7 @@ instant's arrivals (``advance_to``), how an arriving request is placed
   shared KV tier (what one writes at ``t`` another may read after ``t``:
   every replica's changes are events, except inside a decode stretch whose
   HBM evictions reach no shared tier, which is one event at its end:
-  :meth:`Replica.shared_wake`), and a closed loop (a finish issues
+  :attr:`Replica.next_sync`), and a closed loop (a finish issues
   the next turn: the changes of replicas holding a request with a waiting
   next turn are events).
 * :class:`DisaggregatedFleet`: prefill instances and decode instances with

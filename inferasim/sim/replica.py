@@ -109,12 +109,12 @@ class Replica:
         # a shared tier another replica writes may let a waiting request in at any step
         self.coupled = False
         # (coupled) a decode stretch touches no shared tier: its HBM evictions
-        # reach none (see :meth:`shared_wake`)
+        # reach none (see :meth:`_rewake`)
         self.private_stretches = False
         self.stalled = False  # work waits but nothing can run (KV held or reserved)
         self.idle_wait = False  # nothing can run before a load arrives (clock = then)
         self.next_wake = math.inf  # see wake()
-        self.next_sync = math.inf  # see shared_wake()
+        self.next_sync = math.inf  # see _rewake()
         # a decode instance keeping a prefix cache (its finishes may free no page)
         self.decode_cache = False
 
@@ -264,7 +264,15 @@ class Replica:
         return self.next_wake
 
     def _rewake(self) -> None:
-        """Keep :attr:`next_wake` and :attr:`next_sync` (the state changed)."""
+        """Keep :attr:`next_wake` and :attr:`next_sync` (the state changed).
+
+        ``next_sync`` answers a coupled fleet's question: the earliest ``t`` at
+        which ``advance(t)`` may read or write a shared tier (or change what a
+        step reading one sees). It is :meth:`wake`, except inside a stretch
+        whose evictions reach no shared tier (:attr:`private_stretches`): its
+        decode steps, finishes and offloads stay in the replica, so the
+        stretch's last step is the next such instant; routers still see its
+        earlier changes (through :meth:`wake`, read by the views)."""
         w = self._wake()
         self.next_wake = w
         if self.private_stretches and self.stretch.steps:
@@ -282,18 +290,6 @@ class Replica:
         if sched.has_work and not self.stalled:
             return math.nextafter(sched.clock, math.inf)
         return math.inf
-
-    def shared_wake(self) -> float:
-        """A coupled fleet's question: the earliest ``t`` at which ``advance(t)``
-        may read or write a shared tier (or change what a step reading one sees).
-
-        :meth:`wake`, except inside a stretch whose evictions reach no shared
-        tier (:attr:`private_stretches`): its decode steps, finishes and
-        offloads stay in the replica, so the stretch's last step is the next
-        such instant; routers still see its earlier changes (through
-        :meth:`wake`, read by the views). (Kept in :attr:`next_sync`, as
-        :meth:`wake` is.)"""
-        return self.next_sync
 
     def outstanding_at(self, t: float) -> int:
         """Outstanding tokens at ``t`` (``t`` before :meth:`wake`)."""
