@@ -126,6 +126,57 @@ def test_a_page_evicted_from_a_block_leaves_its_leading_pages_hittable():
     assert d.ttft_ms == pytest.approx(5.8)
 
 
+def test_a_fully_cached_prompt_pins_only_the_pages_its_hit_uses():
+    # vLLM caps a hit at num_tokens - 1 and pins only the pages it hits; the
+    # page holding the last prompt token is recomputed into a new page.
+    # 4-token pages, capacity 10 pages (40 tokens). A (t=0): 32 tokens (blocks 1,
+    # 2), 1 output token; finishes at 5 + 1.6 = 6.6, its 8 pages stay cached.
+    # B (t=100): the same 32 tokens, 9 output tokens. Its hit: limit (32 - 1) // 4
+    # = 7 pages, block 1 and 3 pages of block 2 (28 tokens); it computes 4 tokens
+    # into 1 new page (8 held): TTFT 5 + 0.05 * 4 = 5.2. Its 8 decode steps (5.1
+    # ms) write tokens 33..40 (its 9th output token needs no KV), 2 more pages:
+    # 10 of 10, never preempted; finish 100 + 5.2 + 8 * 5.1 = 146.0. Pinning all
+    # 4 pages of block 2 as well as the new page would need 11 pages: B, alone,
+    # would be preempted without end.
+    wl = Workload.from_requests(
+        [0.0, 100.0], [32, 32], [1, 9], [[1, 2], [1, 2]], block_size=BS
+    )
+    for full in (False, True):
+        b = run(wl, 40, page_tokens=4, full_prompt_admission=full).requests.iloc[1]
+        assert (b.cached_tokens, b.cached_blocks) == (28, 1)
+        assert b.preemptions == 0
+        assert b.ttft_ms == pytest.approx(5.2)
+        assert b.finish_ms == pytest.approx(146.0)
+
+
+def test_a_holder_of_a_block_another_completed_first_keeps_no_copies():
+    # 4-token pages, capacity 12 pages (48 tokens), 2 sequences. As in the
+    # evicted-page case above, P (t=0: blocks 1, 2, 1 output token) and Q (t=10:
+    # block 7 and 8 tokens, 1 output token) leave block 1 (4 pages), the 2
+    # leading pages of block 2 and block 7 cached, none pinned.
+    # At t=100 A (40 tokens: blocks 1, 2, 3 and 8 more, 1 output token) and B
+    # (32 tokens: blocks 1, 2, 17 output tokens) are both admitted: each hits
+    # block 1 and the 2 pages of block 2 (24 tokens), A computes 16 tokens (4 new
+    # pages), B 8 (2 new pages): 5 + 0.05 * 24 = 6.2 ms, both first tokens at
+    # 106.2. A completes block 2 first; B's 2 pages of it are then copies, and
+    # B holds the entry's 4 pages instead (vLLM: B's own pages, the other
+    # holder's become evictable when A finishes, at 106.2).
+    # B alone then holds 8 pages and decodes 16 steps of 5.1 ms writing tokens
+    # 33..48: 4 more pages, 12 of 12, never preempted; finish 106.2 + 81.6 =
+    # 187.8. Pinning the entry and keeping the copies would need 14 pages.
+    wl = Workload.from_requests(
+        [0.0, 10.0, 100.0, 100.0], [32, 24, 40, 32], [1, 1, 1, 17],
+        [[1, 2], [7], [1, 2, 3], [1, 2]], block_size=BS,
+    )
+    req = run(wl, 48, page_tokens=4, max_num_seqs=2).requests
+    a, b = req.iloc[2], req.iloc[3]
+    assert (a.cached_tokens, b.cached_tokens) == (24, 24)
+    assert a.finish_ms == pytest.approx(106.2)
+    assert b.first_token_ms == pytest.approx(106.2)
+    assert b.preemptions == 0
+    assert b.finish_ms == pytest.approx(187.8)
+
+
 def test_a_prefill_preempted_inside_a_block_hits_its_leading_pages_on_resume():
     # vLLM caches every full page a chunk schedules, so a prefill preempted in
     # the middle of a hash block keeps that block's computed leading pages cached.

@@ -447,6 +447,29 @@ class BlockCache(PrefixIndex):
             ref[h] = r + 1
             policy.hit(h)
 
+    def trim(self, h: int, pages: int) -> None:
+        """Keep only the leading ``pages`` pages of entry ``h``, which one
+        sequence has just pinned alone: the pages its hit does not use leave
+        the cache, as vLLM pins only the blocks a hit uses (the sequence
+        computes the rest into pages of its own, and :meth:`top_up` gives them
+        back to the entry when it completes the block).
+
+        Examples
+        --------
+        A 4-page entry a hit uses 3 pages of (the prompt ends on its last
+        page, which is recomputed):
+
+        >>> c = BlockCache(pages_per_block=4); _ = c.register(1); c.release([1])
+        >>> c.acquire([1]); c.trim(1, 3); c.match([1], 4), c.pages, c.pinned
+        ((3, 1), 3, 3)
+        """
+        have = self.short.get(h, self.ppb)
+        if pages >= have:
+            return
+        self.short[h] = pages
+        self.pinned -= have - pages
+        self.pages -= have - pages
+
     def register(self, h: int, pos: int = 0) -> bool:
         """Cache a block its sequence just computed, pinned by that sequence.
 

@@ -365,7 +365,8 @@ class KVManager:
         returns how many entered the cache (the last ones of ``seq.hashed``).
 
         A block cached already stays a private copy, unless it is the partial
-        entry this sequence hit, which its pages complete again."""
+        entry this sequence hit, which its pages complete again (or, when
+        another holder completed it first, which replaces them)."""
         ids = seq.ids
         if not ids:
             return 0
@@ -379,9 +380,13 @@ class KVManager:
         x = seq.hit - 1  # (pages: the entry this sequence hit last may be partial)
         if ppb > 1 and j0 <= x < j1 and x < len(ids) and ids[x] in cache.ref:
             k = cache.register_run(ids[j0:x], seq.hashed, j0)
-            add = cache.top_up(ids[x], ppb)
-            self.private -= add
-            seq.cpages += add
+            # its pages of block x become the entry's, whether they complete it
+            # or another holder did first (then they were copies): a holder
+            # never pins entry pages while keeping copies of them
+            cache.top_up(ids[x], ppb)
+            grow = ppb - (seq.cpages - x * ppb)
+            self.private -= grow
+            seq.cpages += grow
             k += cache.register_run(ids[x + 1 : j1], seq.hashed, x + 1)
         else:
             k = cache.register_run(ids[j0:j1], seq.hashed, j0)

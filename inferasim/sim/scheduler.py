@@ -230,6 +230,13 @@ class BatchScheduler:
                 pages, m = cache.match(ids, (seq.tokens - 1) // pt, own)
                 held = ids if m <= len(ids) else [*ids, own]
             revive = cache.evictable_among(held, m) if m else 0
+            cut = 0  # (pages of an evictable last entry the hit does not use)
+            if pages < m * ppb:
+                h = held[m - 1]
+                if not cache.ref[h]:
+                    cut = cache.entry_pages(h) - (pages - (m - 1) * ppb)
+                    if cut > 0:
+                        revive -= cut  # (they leave the cache: see trim)
             if tiers is not None and m < limit and pages == m * ppb:
                 r, counts, mid, more = kv.lower_run(ids, m, limit, t)
                 if r > m:
@@ -263,6 +270,8 @@ class BatchScheduler:
             if m:
                 seq.hashed = held[:m]
                 cache.acquire(seq.hashed)
+                if cut > 0:
+                    cache.trim(held[m - 1], pages - (m - 1) * ppb)
             seq.cpages = pages
             seq.hit = m
             seq.computed = c
@@ -432,14 +441,15 @@ class BatchScheduler:
         pt = self.pt
         cache = kv.cache
         own = own_key(seq.rid) if kv.cache_generated and seq.epoch else -1
-        _, m = cache.match(seq.ids, (seq.tokens - 1) // pt, own)
+        pages, m = cache.match(seq.ids, (seq.tokens - 1) // pt, own)
         held = seq.ids if m <= len(seq.ids) else [*seq.ids, own]
         ref = cache.ref
-        pinned = 0  # pages of the run's entries pinned by running sequences
+        ppb = kv.ppb
+        pinned = 0  # pages of the run pinned by running sequences
         for j in range(m):
             h = held[j]
-            if ref[h]:
-                pinned += cache.entry_pages(h)
+            if ref[h]:  # (the hit uses all of an entry but perhaps the last)
+                pinned += ppb if j < m - 1 else pages - j * ppb
         return (seq.tokens + pt - 1) // pt - pinned <= kv.available
 
     def stall(self, preempted: bool) -> bool:
