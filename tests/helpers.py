@@ -262,6 +262,22 @@ def check_replica(sched: Any, kv: Any) -> None:
         for h in seq.hashed:
             holders[h] = holders.get(h, 0) + 1
     assert {h: r for h, r in kv.cache.ref.items() if r} == holders, "a reference count slipped"
+    # no pinned page unused: a holder uses every page of the entries it pins but
+    # the last one's tail (``cpages`` counts the pages it uses), and some holder
+    # uses each pinned page (vLLM pins only the blocks a sequence uses)
+    cache = kv.cache
+    used: dict[int, int] = {}
+    for seq in sched.running:
+        if not seq.hashed:
+            continue
+        *head, last = seq.hashed
+        before = sum(cache.entry_pages(h) for h in head)
+        tail = seq.cpages - before
+        assert 0 < tail <= cache.entry_pages(last), "a sequence's pages slipped"
+        for h in head:
+            used[h] = cache.entry_pages(h)
+        used[last] = max(used.get(last, 0), tail)
+    assert all(used[h] == cache.entry_pages(h) for h in holders), "a pinned page is unused"
 
 
 class InvariantChecks:
