@@ -231,12 +231,9 @@ class BatchScheduler:
                 held = ids if m <= len(ids) else [*ids, own]
             revive = cache.evictable_among(held, m) if m else 0
             cut = 0  # (pages of an evictable last entry the hit does not use)
-            if pages < m * ppb:
-                h = held[m - 1]
-                if not cache.ref[h]:
-                    cut = cache.entry_pages(h) - (pages - (m - 1) * ppb)
-                    if cut > 0:
-                        revive -= cut  # (they leave the cache: see trim)
+            if pages < m * ppb and not cache.ref[held[m - 1]]:
+                cut = cache.entry_pages(held[m - 1]) - (pages - (m - 1) * ppb)
+                revive -= cut  # (they leave the cache: see trim)
             if tiers is not None and m < limit and pages == m * ppb:
                 r, counts, mid, more = kv.lower_run(ids, m, limit, t)
                 if r > m:
@@ -270,7 +267,7 @@ class BatchScheduler:
             if m:
                 seq.hashed = held[:m]
                 cache.acquire(seq.hashed)
-                if cut > 0:
+                if cut:
                     cache.trim(held[m - 1], pages - (m - 1) * ppb)
             seq.cpages = pages
             seq.hit = m
