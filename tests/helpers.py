@@ -8,6 +8,7 @@ plainly, for cross-checks).
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import math
 import random
@@ -26,6 +27,7 @@ from inferasim.sim import EngineConfig, KvCostRouter, LinearCostModel, Simulator
 from inferasim.sim.cache import BlockCache
 from inferasim.sim.kv import KVManager
 from inferasim.sim.replica import Replica
+from inferasim.sim.sequence import DECODE
 from inferasim.sim.stretch import DecodeStretch
 
 # ---------------------------------------------------------------- hypothesis
@@ -252,6 +254,38 @@ def check_memory(kv: Any) -> None:
             assert len(store.blocks) <= store.capacity
 
 
+def check_stretch_plan(stretch: Any) -> None:
+    """A decode stretch's new blocks (:meth:`DecodeStretch._cum`, a closed form over
+    the phase histogram) against the blocks each decoding sequence allocates, one
+    sequence and step at a time, and its searches (``_fitting``, ``_next_allocating``) against
+    ``bisect_right`` over those running sums.
+
+    A sequence that joined the group at decode step ``d_join`` with ``c_join``
+    computed tokens starts a new page at the step that starts after ``d`` steps
+    when ``(d - d_join + c_join) % page_tokens == 0``, while ``d`` is below its
+    finish-heap entry (it finishes at the end of the step that brings the count
+    to that entry). Stretch step ``x + 1`` starts after ``D + 1 + x`` steps
+    (step 0, the running one, was allocated when the step was composed)."""
+    group = stretch.group
+    D, pt, steps = group.steps, group.bs, stretch.steps
+    live = [(e[0], e[3]) for e in group.heap if e[3].state == DECODE and e[3].epoch == e[2]]
+    sums = [0]
+    for x in range(steps - 1):
+        d = D + 1 + x
+        sums.append(sums[-1] + sum(
+            1 for finish, seq in live if d < finish and (d - seq.d_join + seq.c_join) % pt == 0
+        ))
+    assert [stretch._cum(j) for j in range(steps)] == sums
+    free = stretch.kv.free
+    for j in range(steps):
+        for limit in (sums[j], sums[j] + free):
+            fit = bisect.bisect_right(sums[1:], limit)
+            assert stretch._fitting(j, limit) == fit
+            hi = (j + steps - 1) // 2  # (capped: the question of DecodeStretch._uniform)
+            assert stretch._fitting(j, limit, hi) == min(fit, hi)
+        assert stretch._next_allocating(j) == bisect.bisect_right(sums[1:], sums[j])
+
+
 def check_replica(sched: Any, kv: Any) -> None:
     """:func:`check_memory`, the sequence slots, and each cached block pinned exactly by
     the running sequences holding it (aggregated replicas: every holder is running)."""
@@ -286,7 +320,8 @@ class InvariantChecks:
     every step start and end (``Replica``), every application of a decode stretch's
     steps (``DecodeStretch.progress``, ``_uniform``: the jump applies many steps at
     once), every allocation (``KVManager.allocate``) and every eviction
-    (``BlockCache.evict``: only unpinned blocks go)."""
+    (``BlockCache.evict``: only unpinned blocks go); every decode stretch's plan
+    (:func:`check_stretch_plan`)."""
 
     def __init__(self, monkeypatch: Any) -> None:
         orig_evict = BlockCache.evict
@@ -295,8 +330,10 @@ class InvariantChecks:
         orig_complete = Replica._complete
         orig_progress = DecodeStretch.progress
         orig_uniform = DecodeStretch._uniform
+        orig_plan = DecodeStretch.plan
         self.evicted = 0
         self.jump_checks = 0
+        self.plan_checks = 0
 
         def evict(cache, k, out=None):
             before = dict(cache.ref)
@@ -331,13 +368,25 @@ class InvariantChecks:
         def progress(stretch, until):  # the decode jump applies many steps at once
             orig_progress(stretch, until)
             check_replica(stretch.sched, stretch.kv)
+            if stretch.steps:  # (the applied position's blocks, kept as it moves)
+                assert stretch.pos_blocks == stretch._cum(stretch.pos)
             self.jump_checks += 1
 
         def uniform(stretch, j, jn):
             orig_uniform(stretch, j, jn)
             check_replica(stretch.sched, stretch.kv)
+            if stretch.steps:
+                assert stretch.pos_blocks == stretch._cum(stretch.pos)
+
+        def plan(stretch, t, cap):
+            first_end = orig_plan(stretch, t, cap)
+            if stretch.steps:
+                check_stretch_plan(stretch)
+                self.plan_checks += 1
+            return first_end
 
         monkeypatch.setattr(BlockCache, "evict", evict)
+        monkeypatch.setattr(DecodeStretch, "plan", plan)
         monkeypatch.setattr(KVManager, "allocate", allocate)
         monkeypatch.setattr(Replica, "_start_step", start)
         monkeypatch.setattr(Replica, "_complete", complete)

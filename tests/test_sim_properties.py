@@ -261,6 +261,7 @@ def test_invariant_checker_sees_inside_the_jump(monkeypatch):
         checked = InvariantChecks(m)
         Simulator(kv_tokens=40 * 16, cost_model=LinearCostModel()).run(wl, progress=False)
     assert checked.jump_checks > 0
+    assert checked.plan_checks > 0
 
 
 @pytest.mark.filterwarnings("ignore:RooflineCostModel.*the step time is a what-if:UserWarning")  # (extreme KV on purpose)
