@@ -201,6 +201,8 @@ def test_lower_run_equals_the_plain_walk(caps, contents, hbm, ids, cut):
     assert got == _reference_lower_run(hbm, stores, ids, m, limit)
     # the routers' estimate is the same walk: HBM blocks first, then each tier's
     assert kv.hits_by_tier(ids, limit, None) == [m + len(got[2])] + got[1]
+    if len(set(ids)) == len(ids):  # (told no id repeats, the walk keeps no record of them)
+        assert kv.hits_by_tier(ids, limit, None, True) == [m + len(got[2])] + got[1]
 
 
 @settings(max_examples=100, deadline=None)

@@ -259,18 +259,21 @@ class KVManager:
         is computed: ``(tokens - 1) // page_tokens``)."""
         return (tokens - 1) // self.pt
 
-    def hits_by_tier(self, ids: list[Any], limit: int, lookup: SharedLookup | None) -> list[int]:
+    def hits_by_tier(
+        self, ids: list[Any], limit: int, lookup: SharedLookup | None, distinct: bool = False
+    ) -> list[int]:
         """Blocks of the reusable run of ``ids[:limit]`` by tier, ``[hbm, tier 0, ...]``
         (what admission would find with ``load_policy="always"``; routing use).
 
         ``lookup`` memoises the request's place in the shared tiers for all
-        replicas whose tiers are all shared (None: look it up here)."""
+        replicas whose tiers are all shared (None: look it up here);
+        ``distinct``: no id of ``ids`` repeats (:meth:`ReplicaTiers.run`)."""
         tiers = self.tiers
         m = self.cache.match_len(ids, limit)
         if tiers is None:
             return [m]
         shared = lookup if tiers.all_shared else None
-        _, counts, mid = tiers.run(ids, m, limit, self.cache.ref, shared)
+        _, counts, mid = tiers.run(ids, m, limit, self.cache.ref, shared, distinct)
         return [m + len(mid), *counts]
 
     def lower_run(

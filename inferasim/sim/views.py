@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from inferasim.sim.replica import Replica
-from inferasim.sim.tiers import SharedLookup
+from inferasim.sim.tiers import SharedLookup, all_distinct
 from inferasim.sim.transfer import Link
 
 __all__: list[str] = []
@@ -41,6 +41,7 @@ class RoutingContext:
         self.input_len = 0
         # the request's place in the shared tiers (made on first use per request)
         self.lookup: SharedLookup | None = None
+        self.distinct = -1  # whether no id repeats (-1: not looked at yet)
         # prefill_ms results by (tokens, cached, B, S, max_tokens) and chunk step
         # times by (n, c, B, S); only for cost models that are pure functions
         self.memo = memo
@@ -54,6 +55,14 @@ class RoutingContext:
         self.now = now
         self.input_len = input_len
         self.lookup = None
+        self.distinct = -1
+
+    def ids_distinct(self) -> bool:
+        """Whether no id of the request repeats (looked at once per request)."""
+        d = self.distinct
+        if d < 0:
+            d = self.distinct = 1 if all_distinct(self.ids) else 0
+        return d == 1
 
     def shared_lookup(self) -> SharedLookup:
         """The request's memo of where its blocks sit in the shared tiers."""
@@ -168,8 +177,12 @@ class View:
         """The request's reusable run on ``rep`` (settled) by tier."""
         ctx = self.ctx
         kv = rep.kv
-        lookup = ctx.shared_lookup() if kv.tiers is not None and kv.tiers.all_shared else None
-        return kv.hits_by_tier(ctx.ids, ctx.limit, lookup)
+        tiers = kv.tiers
+        if tiers is None:
+            return kv.hits_by_tier(ctx.ids, ctx.limit, None)
+        if tiers.all_shared:
+            return kv.hits_by_tier(ctx.ids, ctx.limit, ctx.shared_lookup())
+        return kv.hits_by_tier(ctx.ids, ctx.limit, None, ctx.ids_distinct())
 
     # ------------------------------------------------------ time estimates
     def prefill_ms(self, tokens: int, cached: int = 0) -> float:
