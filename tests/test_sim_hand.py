@@ -15,6 +15,7 @@ from helpers import runner
 
 from inferasim import Workload
 from inferasim.sim import EngineConfig, LinearCostModel
+from inferasim.sim.recorder import Recorder
 
 BS = 16
 LIN = LinearCostModel()  # 5 ms + 0.05 ms/prefill token + 0.1 ms/decode seq
@@ -347,3 +348,22 @@ def test_length_aware_keeps_a_block_with_hits_over_a_shallower_one():
     )
     la = run(wl, kv_tokens=4 * BS, eviction="length_aware")
     assert la.requests["cached_tokens"].tolist() == [0, 16, 0, 0, 16]
+
+
+def test_recorder_largest_gaps_from_decode_step_ends():
+    # decode steps 1-4 end at 1, 3, 6 and 10 ms (a stretch's list, one step alone,
+    # another list). An episode in the group from step 0 to 3 whose token before
+    # came at 0.5 ms produced tokens at 1, 3 and 6: gaps 0.5, 2 and 3, largest 3;
+    # one from step 2 to 4 with its token before at 2.5: tokens at 6 and 10, gaps
+    # 3.5 and 4, largest 4
+    rec = Recorder(1.0, 0.0)
+    rec.steps_ended([1.0, 3.0])
+    rec.step_ended(6.0)
+    rec.steps_ended([10.0])
+    rec.episode(7, 0, 3, 0.5)
+    rec.episode(9, 2, 4, 2.5)
+    assert (rec.end_of(0), rec.end_of(3), rec.end_of(4)) == (0.0, 6.0, 10.0)
+    rids, gaps = rec.gap_maxima()
+    assert rids.tolist() == [7, 9] and gaps.tolist() == [3.0, 4.0]
+    rec.steps_ended([12.0])  # (the gaps were read off a copy: the ends still grow)
+    assert rec.end_of(5) == 12.0

@@ -125,7 +125,10 @@ class Recorder:
         dend = self.dend
         n = len(dend) - 1
         head = dend[:n]
-        self.dend_old.frombytes(struct.pack(f"{n}d", *head))  # (a C loop: 2x numpy's)
+        # (a C loop: 2x numpy's; array("d", head) parses each float with
+        # PyArg_Parse: on the conversation trace with tiers a run took 5,557M
+        # instructions with it instead of 5,317M)
+        self.dend_old.frombytes(struct.pack(f"{n}d", *head))
         self.dend = dend[n:]
         self.dend_base += n
 
