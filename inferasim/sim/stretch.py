@@ -73,10 +73,8 @@ class DecodeStretch:
         # after its finish (``gone_from``)
         self.bs = group.bs
         self.period = 0
-        self.step_new: list[int] = []  # step_new[x]: steps x + 1, x + 1 + bs, ... before finishes
         self.head: list[int] = [0]
         self.gone_from: list[int] = []
-        self.gone_phase: list[int] = []  # gone_from[i] % bs
         self.fsteps: list[int] = []  # steps with finishes, in order
         self.fi = 0  # the next of them
         # pricing: step j decodes batch0 - g sequences with context0 - gctx +
@@ -177,15 +175,11 @@ class DecodeStretch:
         for x in range(n):
             acc += counts[x]
             head[x + 1] = acc
-        self.step_new = counts
         self.head = head
         self.period = acc  # (read only when n == bs)
-        self.bs = bs
         # a sequence finishing at the end of step f stops allocating from the step
         # of its next page boundary, index f + ((d_join - c_join - D - f - 1) % bs)
-        gone = [f + ((seq.d_join - seq.c_join - D - f - 1) % bs) for f, seq in fins]
-        self.gone_from = gone
-        self.gone_phase = [x % bs for x in gone]
+        self.gone_from = [f + ((seq.d_join - seq.c_join - D - f - 1) % bs) for f, seq in fins]
 
     def checked_run(self, ends: list[float], e: float, b: int, s: int, k: int) -> float:
         """The kernel's run of ``k`` decode steps after ``e``, its end checked:
@@ -268,25 +262,14 @@ class DecodeStretch:
 
     def _next_allocating(self, j: int) -> int:
         """The first ``x >= j`` whose step ``x + 1`` allocates (``_cum(x + 1) >
-        _cum(x)``), at most ``steps - 1``: ``_fitting(j, _cum(j))`` step by step
-        (the next step mostly allocates)."""
-        bs = self.bs
-        counts = self.step_new
-        gone = self.gone_from
-        phase = self.gone_phase
+        _cum(x)``), at most ``steps - 1`` (``j >= pos``): ``_fitting(j, _cum(j))``
+        step by step (the next step mostly allocates)."""
+        blocks = self._blocks_at(j)
         last = self.steps - 1
         x = j
-        while x < last:
-            r = x % bs
-            new = counts[r]
-            if new > 0 and gone:
-                for i in range(len(gone)):
-                    if phase[i] == r and x >= gone[i]:
-                        new -= 1
-            if new > 0:
-                return x
+        while x < last and self._cum(x + 1) == blocks:
             x += 1
-        return last
+        return x
 
     def _fitting(self, j: int, limit: int, hi: int = -1) -> int:
         """The most steps ``m`` (``j <= m <= hi``, by default ``hi = steps - 1``)
