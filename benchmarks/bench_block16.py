@@ -42,6 +42,17 @@ index 0.35-0.41 s, one other job running): reuse curve 0.030 s vs 0.094 s
 (3.12x), simulator 0.184 s vs 2.177 s (11.9x; under the whole-block rules
 0.091 s vs 0.971 s, 10.7x).
 
+December 7 (speed index 0.25-0.26 s, nothing else running): the two
+passes that find the runs were 57-61 ms of the 16-token curve and are 45-50
+ms now (alternating against the tree before, three pairs): successor and
+predecessor of a code side by side in one ``(codes, 2)`` array (one cache
+line for both), no token count for a request's leading full blocks, and a
+branch-free ``id_range``. The ratio: 2.78-2.98x in four alternating pairs
+(before: 3.21-3.40x), 2.99x, 3.32x and 3.38x in three runs of this script.
+It sits on the 3x line, not reliably under it: what remains is memory-bound
+work over the 9M ids (reading them twice, 47 MB of links), and every
+speed-up of the work both cases share raises the ratio.
+
 The curve replays linked runs of blocks (ids that always occur together,
 :mod:`inferasim.reuse._chains`) as one weighted block: the 16-token copy has
 37,454 runs (as many as the 512-token trace), found by two compiled passes

@@ -122,11 +122,10 @@ def chain_refs(workload: Workload, *, full_blocks_only: bool = False, merge: boo
     input_len = np.ascontiguousarray(workload.input_len, dtype=np.int64)
     bs = int(workload.block_size)
     dtype = np.int32 if n_codes < 2**31 else np.int64
-    succ = np.full(n_codes, -3, dtype=dtype)
-    pred = np.full(n_codes, -3, dtype=dtype)
-    n_ids = _jit.chain_links(codes, offsets, input_len, bs, full_blocks_only, succ, pred)
+    links = np.full((n_codes, 2), -3, dtype=dtype)  # successor, predecessor of each code
+    n_ids = _jit.chain_links(codes, offsets, input_len, bs, full_blocks_only, links)
     gid, width, tokens, counts, n_groups, n_blocks = _jit.chain_refs(
-        codes, offsets, input_len, bs, full_blocks_only, succ, pred
+        codes, offsets, input_len, bs, full_blocks_only, links
     )
     weight = np.zeros(n_groups, dtype=np.int64)
     weight[gid] = width
