@@ -51,7 +51,6 @@ from __future__ import annotations
 
 import heapq
 from collections import OrderedDict
-from collections.abc import Sequence
 from itertools import islice
 from typing import Any, Final
 
@@ -209,7 +208,9 @@ class PrefixIndex:
 
     def __init__(self, pages_per_block: int = 1) -> None:
         # (keys typed Any: compiled, an int key is unboxed and boxed again around
-        # every dict operation, allocating and freeing an int object a block)
+        # every dict operation, allocating and freeing an int object a block; the
+        # id lists typed list, not Sequence: compiled, an item is read directly
+        # instead of through PyObject_GetItem)
         self.ref: dict[Any, int] = {}
         # entries with fewer than ppb pages (partial ones, own pages)
         self.short: dict[int, int] = {}
@@ -236,7 +237,7 @@ class PrefixIndex:
         """
         return self.short.get(h, self.ppb)
 
-    def match_len(self, ids: Sequence[Any], limit: int) -> int:
+    def match_len(self, ids: list[Any], limit: int) -> int:
         """Length of the leading run of ``ids[:limit]`` that is cached.
 
         Examples
@@ -251,7 +252,7 @@ class PrefixIndex:
             m += 1
         return m
 
-    def match(self, ids: Sequence[Any], limit: int, own: int = -1) -> tuple[int, int]:
+    def match(self, ids: list[Any], limit: int, own: int = -1) -> tuple[int, int]:
         """The leading cached run of ``ids`` within ``limit`` pages: ``(pages, entries)``.
 
         Whole entries count while they are complete and end within the
@@ -294,7 +295,7 @@ class PrefixIndex:
                 return pages + take, j + 1
         return pages, j
 
-    def evictable_among(self, ids: Sequence[Any], m: int) -> int:
+    def evictable_among(self, ids: list[Any], m: int) -> int:
         """Pages of the entries ``ids[:m]`` (cached) that are evictable now:
         reusing them takes them out of the evictable pool.
 
@@ -401,7 +402,7 @@ class BlockCache(PrefixIndex):
         """
         return self.pages - self.pinned
 
-    def acquire(self, ids: Sequence[Any]) -> None:
+    def acquire(self, ids: list[Any]) -> None:
         """Pin cached entries for a sequence (one reference each).
 
         Examples
@@ -532,7 +533,7 @@ class BlockCache(PrefixIndex):
         self.pages += pages
         self._policy.inserted(key, pos)
 
-    def register_run(self, ids: Sequence[Any], out: list[Any], start: int = 0) -> int:
+    def register_run(self, ids: list[Any], out: list[Any], start: int = 0) -> int:
         """:meth:`register` every id of ``ids``; append the cached ones to ``out``.
 
         ``ids[k]`` sits at position ``start + k`` of its prompt. Returns how
@@ -563,7 +564,7 @@ class BlockCache(PrefixIndex):
         self.pages += k * self.ppb
         return k
 
-    def release(self, ids: Sequence[Any]) -> None:
+    def release(self, ids: list[Any]) -> None:
         """Drop one reference from each entry, tail first.
 
         Examples
@@ -577,7 +578,8 @@ class BlockCache(PrefixIndex):
             lru, od = self._lru, self._od
             add = self._policy.add
             freed = 0
-            for h in reversed(ids):
+            for i in range(len(ids) - 1, -1, -1):  # (tail first, by index: mypyc
+                h = ids[i]  # fails on reversed() of a list[Any])
                 r = ref[h] - 1
                 ref[h] = r
                 if r == 0:
@@ -591,7 +593,8 @@ class BlockCache(PrefixIndex):
         if self._lru:  # (the freed blocks join the LRU order: count them by its growth)
             od = self._od
             n0 = len(od)
-            for h in reversed(ids):
+            for i in range(len(ids) - 1, -1, -1):  # (tail first, by index: mypyc
+                h = ids[i]  # fails on reversed() of a list[Any])
                 r = ref[h]
                 if r == 1:
                     ref[h] = 0
@@ -602,7 +605,8 @@ class BlockCache(PrefixIndex):
             return
         freed = 0
         add = self._policy.add
-        for h in reversed(ids):
+        for i in range(len(ids) - 1, -1, -1):
+            h = ids[i]
             r = ref[h] - 1
             ref[h] = r
             if r == 0:
