@@ -142,25 +142,26 @@ class KvCostPolicy:
             return replicas[int(self._rng.choices(range(n), weights=weights)[0])].index
         miss = w * blocks  # the cost of no match (w * (blocks - 0))
         costs = [miss + a for a in active]
-        low = min(costs)
+        low = costs[0]
+        for c in costs:  # (min() over boxed floats costs 30x this compiled loop)
+            if c < low:
+                low = c
         limit = ctx.limit
         if limit > 0:
-            # the match is at most ``limit``, so a replica whose bound w * (blocks -
-            # limit) + active exceeds the lowest cost so far can be neither the
-            # minimum nor a tie. Least active first: once one replica's bound
-            # exceeds it, all later ones' do (the lowest cost only falls).
+            # The match is at most ``limit``, so a replica's cost is at least its
+            # bound w * (blocks - limit) + active. One whose bound exceeds the
+            # lowest cost so far can be neither the minimum nor a tie (the lowest
+            # cost only falls) and keeps its cost of no match, above the lowest.
+            # The order replicas are looked at in decides only which are skipped,
+            # not the pick: every replica at the final lowest cost has its bound
+            # at most that and is looked at. (Index order: sorting by active
+            # blocks first skipped more of them but cost more than it saved,
+            # 2,059M vs 1,975M instructions, 10k synthetic requests on 32 replicas.)
             base = w * (blocks - limit)
-            # (only the replicas whose bound is at most the lowest cost before any
-            # match can be looked at, and they come first in that order: sorting
-            # just them skips a key call a replica; with the compiled tie loop
-            # below, 10k synthetic requests on 32 replicas: -3.2% instructions)
-            cand = [i for i in range(n) if base + active[i] <= low]
-            if len(cand) > 1:
-                cand.sort(key=active.__getitem__)
-            for i in cand:
+            for i in range(n):
                 a = active[i]
                 if base + a > low:
-                    break
+                    continue
                 c = w * (blocks - match(replicas[i], saving)) + a
                 costs[i] = c
                 if c < low:
