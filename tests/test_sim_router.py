@@ -218,12 +218,12 @@ def test_longest_match_collapses_when_every_request_shares_its_first_block():
     temperature=st.sampled_from([0.0, 0.0, 0.0, 2.0]),
 )
 def test_kv_cost_equals_the_unpruned_formula_on_drawn_fleets(wl, cfg, replicas, w, temperature):
-    # The built-in kv_cost walks the replicas least active first and stops at the first
+    # The built-in kv_cost walks the replicas in index order and skips each one
     # whose bound w * (blocks - limit) + active exceeds the lowest cost so far; the
     # reference (tests/helpers.py) computes every replica's cost from the public views
     # and breaks ties by (cost, outstanding tokens, index). Small KV memories and
     # shared prefixes make partial matches and ties common; huge weights merge costs
-    # (1e17 + 1 == 1e17), up to 8 replicas make the walk order matter.
+    # (1e17 + 1 == 1e17), up to 8 replicas make the skips depend on the walk order.
     cfg = {**cfg, "replicas": replicas}
     builtin = KvCostRouter(overlap_weight=w, temperature=temperature)
     a = simulate(wl, **{**cfg, "routing": builtin})
