@@ -303,3 +303,18 @@ def test_limit_on_the_conversation_trace(conversation_path):
     assert tiered["token_hit_ratio"].tolist() == pytest.approx(
         [hits["hbm"], hits["dram"]], rel=1e-12
     )
+
+
+@hypothesis_settings(200)
+@given(ids=st.one_of(st.lists(st.integers(0, 6), max_size=12),
+                     st.lists(st.integers(0, 2**63 - 1), max_size=12, unique=True).map(sorted),
+                     st.lists(st.integers(0, 40), max_size=12).map(sorted)),
+       n=st.integers(-1, 14))
+def test_all_distinct_is_the_set_definition(ids: list[int], n: int) -> None:
+    # The tiers' test for "no id repeats in ids[:n]" takes a shortcut for strictly
+    # increasing ids (no set built); it must agree with the plain definition on
+    # any list, increasing, sorted with repeats, or neither, and any cut.
+    from inferasim.sim.tiers import all_distinct
+
+    head = ids if n < 0 else ids[:n]
+    assert all_distinct(ids, n) == (len(set(head)) == len(head))
