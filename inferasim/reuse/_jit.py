@@ -208,6 +208,13 @@ def full_blocks_before(r: int, n: int, input_len: Any, block_size: int) -> int:
     return max(min(n - 1, input_len[r] // block_size), 0)
 
 
+@njit(cache=True, nogil=True, inline="always")
+def tokens_after_full(r: int, k: int, n: int, n_full: int, input_len: Any, block_size: int) -> int:
+    """:func:`block_tokens_at`, with no token count below ``n_full``
+    (:func:`full_blocks_before`: the bulk of a small-block trace)."""
+    return block_size if k < n_full else block_tokens_at(r, k, n, input_len, block_size)
+
+
 @njit(cache=True, nogil=True)
 def chain_links(codes: Any, offsets: Any, input_len: Any, block_size: int, full_only: bool, links: Any) -> int:
     """The successor and predecessor every occurrence of each code shares (see ``_chains``).
@@ -229,8 +236,7 @@ def chain_links(codes: Any, offsets: Any, input_len: Any, block_size: int, full_
         n_full = full_blocks_before(r, n, input_len, block_size)
         prev = -1
         for k in range(n):
-            # no token count for the leading full blocks (the bulk of a small-block trace)
-            tok = block_size if k < n_full else block_tokens_at(r, k, n, input_len, block_size)
+            tok = tokens_after_full(r, k, n, n_full, input_len, block_size)
             if full_only and tok < block_size:
                 continue
             c = codes[a + k]
@@ -284,7 +290,7 @@ def chain_refs(codes: Any, offsets: Any, input_len: Any, block_size: int, full_o
         k = 0
         while k < n:
             c = codes[a + k]
-            tok = block_size if k < n_full else block_tokens_at(r, k, n, input_len, block_size)
+            tok = tokens_after_full(r, k, n, n_full, input_len, block_size)
             if full_only and tok < block_size:
                 k += 1
                 continue
@@ -303,11 +309,9 @@ def chain_refs(codes: Any, offsets: Any, input_len: Any, block_size: int, full_o
             if g <= -4 and not full_only:  # a known group: take its run whole
                 g = -4 - g
                 w = weight[g]
-                last = k + w - 1
                 gid[j] = g
                 width[j] = w
-                last_tok = block_size if last < n_full else block_tokens_at(r, last, n, input_len, block_size)
-                tokens[j] = (w - 1) * block_size + last_tok
+                tokens[j] = (w - 1) * block_size + tokens_after_full(r, k + w - 1, n, n_full, input_len, block_size)
                 n_refs += w
                 k += w
                 prev = -1  # a run ends unlinked
